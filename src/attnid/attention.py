@@ -1,0 +1,102 @@
+"""One self-attention layer built from an :class:`AttentionSpec`.
+
+Two faces of the same computation:
+
+* :func:`attention` — a pure function ``Y = f(theta, X)`` of one flat parameter vector
+  (layout in :mod:`attnid.layout`), which `torch.func` can differentiate and batch;
+* :class:`AttentionLayer` — a ``torch.nn.Module`` holding that vector as one parameter.
+
+Maths (row convention), for query head h in KV group g = h // (H/G):
+
+    Q_h = X W_Q^h + b_Q^h,  K_g = X W_K^g + b_K^g,  V_g = X W_V^g + b_V^g
+    S_h = rope(Q_h) rope(K_g)^T / sqrt(d_k)           (masked above the diagonal if causal)
+    Y   = sum_h softmax(S_h) V_g W_O^h + b_O
+
+RoPE rotates the first p dims of each query/key in planes (0,1), (2,3), ... by angle
+t * base^(-2i/p) at position t (Su et al. 2021, "RoFormer", eq. 34, interleaved form).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .layout import Layout
+from .spec import AttentionSpec
+
+
+def rope_angles(spec: AttentionSpec, T: int, dtype, device) -> torch.Tensor:
+    """Angles t * base^(-2i/p) of the p/2 rotation planes at positions t = 0..T-1: (T, p/2)."""
+    p = spec.rope_dims
+    freqs = spec.rope_base ** (-torch.arange(0, p, 2, dtype=torch.float64) / p)  # (p/2,)
+    return (torch.arange(T, dtype=torch.float64)[:, None] * freqs[None, :]).to(dtype=dtype, device=device)
+
+
+def apply_rope(z: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate the first 2*angles.shape[-1] dims of z (..., T, k) pairwise by angles (T, p/2)."""
+    p = 2 * angles.shape[-1]
+    if p == 0:
+        return z
+    cos, sin = angles.cos(), angles.sin()  # (T, p/2)
+    a, b = z[..., 0:p:2], z[..., 1:p:2]  # (..., T, p/2)
+    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # (..., T, p)
+    return torch.cat((rotated, z[..., p:]), dim=-1)
+
+
+def attention(theta: torch.Tensor, x: torch.Tensor, spec: AttentionSpec, layout: Layout | None = None) -> torch.Tensor:
+    """Y = f(theta, X) for flat parameters theta (P,) and inputs x (B, T, d) or (T, d); returns x's shape."""
+    layout = layout or Layout(spec)
+    w = layout.unflatten(theta)
+    squeeze = x.dim() == 2
+    if squeeze:
+        x = x[None]
+    if x.shape[-1] != spec.d_model:
+        raise ValueError(f"input has last dimension {x.shape[-1]}, spec {spec.label} needs d_model={spec.d_model}")
+    T = x.shape[1]
+    groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
+
+    q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])  # (B, H, T, k)
+    k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
+    v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
+    if "b_Q" in w:
+        q = q + w["b_Q"][:, None, :]
+    if "b_K" in w:
+        k = k + w["b_K"][:, None, :]
+    if "b_V" in w:
+        v = v + w["b_V"][:, None, :]
+    if spec.rope_dims:
+        angles = rope_angles(spec, T, x.dtype, x.device)
+        q, k = apply_rope(q, angles), apply_rope(k, angles)
+    k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
+
+    scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T, T)
+    if spec.causal:
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    heads = scores.softmax(dim=-1) @ v  # (B, H, T, v)
+    y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)
+    if "b_O" in w:
+        y = y + w["b_O"]
+    return y[0] if squeeze else y
+
+
+class AttentionLayer(nn.Module):
+    """`attention` as a module: one flat parameter `theta` laid out by `Layout(spec)`."""
+
+    def __init__(self, spec: AttentionSpec, generator: torch.Generator | None = None, dtype=torch.float32, device=None):
+        super().__init__()
+        self.spec = spec
+        self.layout = Layout(spec)
+        self.theta = nn.Parameter(self.layout.init(generator, dtype=dtype, device=device))
+
+    def blocks(self) -> dict[str, torch.Tensor]:
+        """Named views of the parameters (W_Q, b_Q, ...), shapes as in `attnid.layout`."""
+        return self.layout.unflatten(self.theta)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return attention(self.theta, x, self.spec, self.layout)
+
+    def extra_repr(self) -> str:
+        return f"{self.spec.label}, P={self.layout.size}"

@@ -1,0 +1,106 @@
+"""Exact counts of identified and unidentified attention parameters.
+
+The unidentified dimension of a spec is the dimension of the set of parameter points that give
+the same function as a generic one (the fibre), i.e. P - rank of the Jacobian of theta -> Y.
+It is counted from what the function can see (the "effective parameters"):
+
+Query-key side, per KV group g with r = H/G query heads, m_q = d + [b_Q]:
+  scores depend on the bilinear forms [W_Q^h; b_Q^h] R_{i-j} [W_K^g; b_K^g]^T, up to terms
+  constant along the key axis, which softmax ignores. Split the k head dims into u = k - p
+  unrotated and p rotated ones (p/2 planes with distinct frequencies):
+  * unrotated: the stack over h of [W_Q^h; b_Q^h]_u (W_K^g)_u^T, an (r m_q) x d matrix of rank
+    rho = min(u, d); its fibre is r m_q u + d u - rho (r m_q + d - rho) (= u^2 when u <= d:
+    one GL(u) per group). The unrotated key bias only adds a constant along keys: all u of it
+    are unidentified.
+  * each rotated plane is a complex rank-one matrix z w^* (z: stacked queries incl. b_Q,
+    w: key incl. b_K); its fibre is the complex scalars C^*, 2 real dims per plane: p in all.
+    The rotated key bias is seen (its term varies with the key position through R_{i-j}).
+Value-output side, per group: the products W_V^g W_O^h (h in g) form a d x (r d) matrix of
+  rank rho_v = min(v, d); fibre d v + r v d - rho_v (d + r d - rho_v) (= v^2 when v <= d).
+  Softmax rows sum to one, so the value bias only enters the constant c = sum_h b_V^g W_O^h
+  + b_O. With b_O, c is free and all G v value-bias entries are unidentified; without b_O,
+  c ranges over the span of the G row spaces of sum_{h in g} W_O^h, of dimension min(G v, d),
+  so G v - min(G v, d) value-bias directions are unidentified. b_Q and b_O are always seen.
+
+The Jacobian check (`attnid.jacobian`) measures every one of these numbers at random points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .layout import Layout
+from .spec import AttentionSpec
+
+
+def _fibre_of_product(rows: int, cols: int, inner: int) -> int:
+    """dim of the fibre of (A, B) -> A B^T, A (rows, inner), B (cols, inner), at a generic point.
+
+    Rank-rho matrices of shape rows x cols form a manifold of dimension rho (rows + cols - rho),
+    rho = min(inner, rows, cols); the parameters number inner (rows + cols).
+    """
+    if inner == 0:
+        return 0
+    rho = min(inner, rows, cols)
+    return inner * (rows + cols) - rho * (rows + cols - rho)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Parameter counts of one attention layer; `breakdown` sums to `unidentified`."""
+
+    total: int
+    unidentified: int
+    breakdown: dict  # source -> unidentified dims from that source
+
+    @property
+    def identified(self) -> int:
+        return self.total - self.unidentified
+
+    @property
+    def ratio(self) -> float:
+        """unidentified / total."""
+        return self.unidentified / self.total
+
+    def to_dict(self) -> dict:
+        return {
+            "total": self.total,
+            "unidentified": self.unidentified,
+            "identified": self.identified,
+            "ratio": self.ratio,
+            "breakdown": dict(self.breakdown),
+        }
+
+
+def total_params(spec: AttentionSpec) -> int:
+    """P: all parameters of the layer (weights and the biases the spec has)."""
+    return Layout(spec).size
+
+
+def count(spec: AttentionSpec) -> Counts:
+    """Exact total / unidentified counts with a breakdown by source (see the module docstring)."""
+    d, G, r = spec.d_model, spec.n_kv_heads, spec.group_size
+    k, v, p = spec.d_head_qk, spec.d_head_v, spec.rope_dims
+    u = k - p
+    m_q = d + spec.has_bias("q")
+
+    query_key = G * (_fibre_of_product(r * m_q, d, u) + p)
+    key_bias = G * u if spec.has_bias("k") else 0
+    value_output = G * _fibre_of_product(d, r * d, v)
+    if not spec.has_bias("v"):
+        value_bias = 0
+    elif spec.has_bias("o"):
+        value_bias = G * v
+    else:
+        value_bias = G * v - min(G * v, d)
+    breakdown = {
+        "query_key": query_key,
+        "value_output": value_output,
+        "key_bias": key_bias,
+        "value_bias": value_bias,
+    }
+    return Counts(total=total_params(spec), unidentified=sum(breakdown.values()), breakdown=breakdown)
+
+
+def unidentified_dim(spec: AttentionSpec) -> int:
+    return count(spec).unidentified
