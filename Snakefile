@@ -1,0 +1,40 @@
+# attnid: one DAG from seeds and a config to every figure, table, notebook and the paper.
+# Targets: all (default), figures, tables, notebooks, paper; see README.md.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/counting.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        TARGETS["data"],
+        TARGETS["tables"],
+        TARGETS["figures"],
+        TARGETS["notebooks"],
+        TARGETS["paper"],
+
+
+rule tables:
+    input:
+        TARGETS["tables"],
+
+
+rule figures:
+    input:
+        TARGETS["figures"],
+
+
+rule notebooks:
+    input:
+        TARGETS["notebooks"],
