@@ -104,3 +104,58 @@ def count(spec: AttentionSpec) -> Counts:
 
 def unidentified_dim(spec: AttentionSpec) -> int:
     return count(spec).unidentified
+
+
+def rope_dims_for(variant: str, d_head_qk: int) -> int:
+    """Rotated dims per head for a RoPE variant: none -> 0, half -> about k/2, full -> k (rounded down to even)."""
+    if variant == "none":
+        return 0
+    if variant == "half":
+        return (d_head_qk // 2) // 2 * 2
+    if variant == "full":
+        return d_head_qk // 2 * 2
+    raise ValueError(f"rope variant must be none, half or full, got {variant!r}")
+
+
+def ratio_grid(d_model: int, heads, kv_groups, rope=("none",), biases=("none",)):
+    """Counts over a grid: every head count H (d_head = d_model / H), MHA plus each GQA group count G < H
+    that divides H (G = 1 is MQA), each RoPE variant and bias subset. Returns a DataFrame, one row per spec.
+
+    RoPE variants that round to zero rotated dims (head size 1) or repeat another variant are skipped.
+    """
+    import pandas as pd
+
+    rows = []
+    for n_heads in heads:
+        if d_model % n_heads:
+            raise ValueError(f"counting.heads: {n_heads} does not divide counting.d_model={d_model}")
+        d_head = d_model // n_heads
+        groups = [n_heads] + sorted({g for g in kv_groups if g < n_heads and n_heads % g == 0}, reverse=True)
+        for n_kv in groups:
+            variant = "MHA" if n_kv == n_heads else ("MQA" if n_kv == 1 else f"GQA G={n_kv}")
+            seen_rope = set()
+            for rope_variant in rope:
+                p = rope_dims_for(rope_variant, d_head)
+                if (rope_variant != "none" and p == 0) or p in seen_rope:
+                    continue
+                seen_rope.add(p)
+                for bias in biases:
+                    spec = AttentionSpec(d_model, n_heads, n_kv, rope_dims=p, biases=bias)
+                    c = count(spec)
+                    rows.append(
+                        {
+                            "label": spec.label,
+                            "variant": variant,
+                            **{k: v for k, v in spec.to_dict().items() if k != "rope_base"},
+                            "rope": rope_variant,
+                            "biases": spec.biases or "none",
+                            "total": c.total,
+                            "unidentified": c.unidentified,
+                            "identified": c.identified,
+                            "ratio": c.ratio,
+                            **c.breakdown,
+                        }
+                    )
+    columns = ["label", "variant", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope", "rope_dims", "biases", "causal"]
+    df = pd.DataFrame(rows)
+    return df[columns + [c for c in df.columns if c not in columns]]

@@ -44,3 +44,15 @@ def atomic_write_csv(path: str | Path, df) -> None:
 def atomic_write_parquet(path: str | Path, df) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
+
+
+def log_to(path: str | Path) -> None:
+    """Send this process's stdout and stderr (warnings, tracebacks, progress bars) to a log file.
+
+    Used by the workflow's glue scripts: `log_to(snakemake.log[0])`.
+    """
+    import sys
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    stream = open(path, "w", buffering=1)
+    sys.stdout = sys.stderr = stream

@@ -22,13 +22,15 @@ def booktabs(df: pd.DataFrame, formats: Mapping[str, str] | None = None, align: 
     """A booktabs tabular of `df`; `formats` maps a column to a format spec, e.g. {'ratio': '.4f'}.
 
     Column names are used verbatim (they may contain math); cells are escaped unless
-    `escape_cells` is False.
+    `escape_cells` is False; missing values print as '--'.
     """
     formats = dict(formats or {})
     align = align or "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
 
     def cell(col, value):
-        if col in formats and value is not None and not (isinstance(value, float) and pd.isna(value)):
+        if value is None or (isinstance(value, float) and pd.isna(value)):
+            return "--"
+        if col in formats:
             return format(value, formats[col])
         return escape(value) if escape_cells else str(value)
 
