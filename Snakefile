@@ -13,6 +13,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/counting.smk"
+include: "workflow/rules/provenance.smk"
+# figures, notebooks, paper: keep these last (they read the outputs of the topic rules above)
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/notebooks.smk"
 
 
 rule all:

@@ -1,0 +1,67 @@
+# Notebooks (issue 6): executed by Snakemake's `notebook:` directive; the executed copy is kept as
+# the rule's notebook log under results/notebooks/. They read results and figures, never recompute
+# them; each writes a small JSON of what it read (its output, so the rule has a target).
+# Include after figures.smk (they show its figures).
+
+
+rule nb_counting:
+    input:
+        ratios=f"{RESULTS}/counting/ratios.csv",
+        architectures=f"{RESULTS}/counting/architectures.csv",
+        closed_forms=f"{RESULTS}/counting/closed_forms.csv",
+        fig_ratio=rules.fig_ratio.output.png,
+        fig_architectures=rules.fig_architectures.output.png,
+    output:
+        summary=f"{RESULTS}/notebooks/01_counting.json",
+    log:
+        notebook=f"{RESULTS}/notebooks/01_counting.ipynb",
+    conda:
+        CONDA_ENV
+    notebook:
+        "../../notebooks/01_counting.py.ipynb"
+
+
+rule nb_jacobian:
+    input:
+        verification=f"{RESULTS}/jacobian/verification.csv",
+        ratio_points=f"{RESULTS}/jacobian/ratio_points.csv",
+        bias_effects=f"{RESULTS}/tables/bias_effects.csv",
+        symmetry=f"{RESULTS}/symmetry/checks.csv",
+        fig_spectrum=f"{RESULTS}/figures/jacobian_spectrum.png",
+        fig_ratio=rules.fig_ratio.output.png,
+    output:
+        summary=f"{RESULTS}/notebooks/02_jacobian.json",
+    log:
+        notebook=f"{RESULTS}/notebooks/02_jacobian.ipynb",
+    conda:
+        CONDA_ENV
+    notebook:
+        "../../notebooks/02_jacobian.py.ipynb"
+
+
+rule nb_training:
+    input:
+        metrics=f"{RESULTS}/training/metrics.parquet",
+        summary=f"{RESULTS}/training/summary.parquet",
+        fig_overlap=rules.fig_overlap.output.png,
+        fig_loss=rules.fig_loss.output.png,
+        fig_conserved=rules.fig_conserved.output.png,
+    output:
+        summary=f"{RESULTS}/notebooks/03_training.json",
+    log:
+        notebook=f"{RESULTS}/notebooks/03_training.ipynb",
+    conda:
+        CONDA_ENV
+    notebook:
+        "../../notebooks/03_training.py.ipynb"
+
+
+def buildable(path):
+    """A rule writes `path` and, for a figure, the figure is a target (its own inputs exist)."""
+    figure = path.startswith(f"{RESULTS}/figures/")
+    return producible(path) and (not figure or path in TARGETS["figures"])
+
+
+for notebook_rule in [rules.nb_counting, rules.nb_jacobian, rules.nb_training]:
+    if all(buildable(f) for f in notebook_rule.input):
+        TARGETS["notebooks"] += list(notebook_rule.output)

@@ -1,0 +1,89 @@
+"""Figure `ratio`: unidentified / total parameters against the number of heads H.
+
+Lines: the exact counts (results/counting/ratios.csv). Open markers: the Jacobian-measured
+ratio at the same specs (results/jacobian/ratio_points.csv, joined on `label`). Wide light grey:
+the closed form 1/(2H) of standard multi-head attention (d_k = d_v = d/H, no RoPE, no biases).
+Three panels: (a) key/value groups (MHA and GQA with fixed group counts G), (b) RoPE none /
+half / full, (c) biases without and with RoPE. Only specs with standard head sizes d_k = d_v = d/H.
+"""
+
+import numpy as np
+import pandas as pd
+from figlib import bias_label, ordered
+
+from attnid.plotting import FULL_WIDTH, PALETTE, use_style
+
+ROPE_ORDER = ["none", "half", "full"]
+
+
+def prepare(ratios: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
+    """Standard-head-size rows of the grid with the measured ratio (NaN where not measured)."""
+    df = ratios.copy()
+    df["biases"] = df["biases"].map(bias_label)
+    if "causal" in df:
+        df = df[~df["causal"].astype(bool)]
+    d = df["d_model"].mode().iloc[0]  # the grid's width (one d_model in every preset)
+    df = df[(df["d_model"] == d) & (df["d_head_qk"] * df["n_heads"] == d) & (df["d_head_v"] == df["d_head_qk"])]
+    if points is not None and len(points):
+        df = df.merge(points[["label", "ratio_measured"]], on="label", how="left")
+    else:
+        df["ratio_measured"] = np.nan
+    return df.sort_values("n_heads")
+
+
+def _line(ax, rows: pd.DataFrame, color, label: str, style: str = "-") -> None:
+    ax.plot(rows["n_heads"], rows["ratio"], style, color=color, marker=".", label=label)
+    measured = rows.dropna(subset=["ratio_measured"])
+    ax.plot(measured["n_heads"], measured["ratio_measured"], "o", mfc="none", color=color, ms=6, mew=0.9)
+
+
+def panels(df: pd.DataFrame) -> list[tuple[str, list[tuple[str, pd.DataFrame]]]]:
+    """(title, [(legend label, rows)]) for each panel; empty selections are left out."""
+    mha = df[df["n_kv_heads"] == df["n_heads"]]
+    plain = df[(df["rope"] == "none") & (df["biases"] == "")]
+    groups = [("MHA ($G = H$)", plain[plain["n_kv_heads"] == plain["n_heads"]])]
+    for g in sorted(plain.loc[plain["n_kv_heads"] < plain["n_heads"], "n_kv_heads"].unique()):
+        groups.append((f"GQA, $G = {g}$", plain[plain["n_kv_heads"] == g]))
+    rope = [
+        (f"RoPE {r}", mha[(mha["rope"] == r) & (mha["biases"] == "")]) for r in ordered(mha["rope"], ROPE_ORDER)
+    ]
+    bias = []
+    for r in [x for x in ordered(mha["rope"], ROPE_ORDER) if x in ("none", "full")]:
+        for b in ordered(mha["biases"], [""]):
+            name = f"bias {b or 'none'}, RoPE {r}"
+            bias.append((name, mha[(mha["rope"] == r) & (mha["biases"] == b)]))
+    result = [("(a) key/value groups", groups), ("(b) RoPE (MHA)", rope), ("(c) biases (MHA)", bias)]
+    return [(t, [(n, rows) for n, rows in lines if len(rows)]) for t, lines in result]
+
+
+def plot(ratios: pd.DataFrame, points: pd.DataFrame | None = None):
+    """The three-panel figure (a matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    use_style()
+    df = prepare(ratios, points)
+    spec = panels(df)
+    fig, axes = plt.subplots(1, len(spec), figsize=(FULL_WIDTH, 2.4), sharey=True, constrained_layout=True)
+    heads = np.sort(df["n_heads"].unique())
+    curve = np.geomspace(heads.min(), heads.max(), 100)
+    for ax, (title, lines) in zip(np.atleast_1d(axes), spec):
+        ax.plot(curve, 1 / (2 * curve), "-", color="0.8", lw=4, zorder=0, label=r"$1/(2H)$")
+        for i, (name, rows) in enumerate(lines):
+            _line(ax, rows, PALETTE[i % len(PALETTE)], name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(heads, [str(h) for h in heads])
+        ax.set_xlabel("heads $H$")
+        ax.set_title(title, loc="left")
+        handles, _ = ax.get_legend_handles_labels()
+        marker = Line2D([], [], ls="none", marker="o", mfc="none", color="0.3", label="Jacobian")
+        ax.legend(handles=[*handles, marker], loc="lower left")
+    np.atleast_1d(axes)[0].set_ylabel("unidentified / total")
+    return fig
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from figlib import main
+
+    main(snakemake, plot)  # noqa: F821

@@ -1,0 +1,65 @@
+"""Rule `paper`: build results/paper/main.pdf from paper/main.tex with latexmk.
+
+TeX is a system dependency. Without latexmk the rule stops at once with the install
+instruction (not with a LaTeX traceback). latexmk runs from the repository root, so the paper
+\\input's results/tables/*.tex and includes results/figures/*.pdf by their paths in results/;
+auxiliary files go to results/paper/build/, and the PDF is moved into place atomically.
+A failed build names the LaTeX errors (undefined macros, missing files) from the log.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+INSTALL = (
+    "latexmk not found: the paper needs a TeX installation. On Debian/Ubuntu:\n"
+    "  sudo apt-get install -y --no-install-recommends latexmk texlive-latex-recommended poppler-utils\n"
+    "(macOS: brew install --cask mactex-no-gui; conda: conda install -c conda-forge texlive-core latexmk)"
+)
+
+
+def require_latexmk() -> str:
+    """Path of latexmk, or SystemExit with the install instruction."""
+    path = shutil.which("latexmk")
+    if path is None:
+        raise SystemExit(INSTALL)
+    return path
+
+
+def latex_errors(log_text: str) -> list[str]:
+    """The '! ...' error lines of a LaTeX log, each with the line that follows (the context)."""
+    lines = log_text.splitlines()
+    return [" ".join(lines[i : i + 2]) for i, line in enumerate(lines) if line.startswith("!")]
+
+
+def build(tex: str | Path, outdir: str | Path, log) -> Path:
+    """Run latexmk on `tex` (from the current directory) into `outdir`; return the PDF path."""
+    latexmk = require_latexmk()
+    tex, outdir = Path(tex), Path(outdir)
+    cmd = [latexmk, "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-file-line-error", f"-outdir={outdir}", str(tex)]
+    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)
+    pdf = outdir / f"{tex.stem}.pdf"
+    if done.returncode != 0 or not pdf.exists():
+        tex_log = outdir / f"{tex.stem}.log"
+        errors = latex_errors(tex_log.read_text(errors="replace")) if tex_log.exists() else []
+        raise SystemExit(f"latexmk failed ({done.returncode}) on {tex}:\n  " + "\n  ".join(errors[:20] or ["see the log"]))
+    return pdf
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from attnid.io import atomic_path
+
+    out = Path(snakemake.output.pdf)  # noqa: F821
+    with open(snakemake.log[0], "w") as log:  # noqa: F821
+        try:
+            pdf = build(snakemake.input.tex, out.parent / "build", log)  # noqa: F821
+        except SystemExit as stop:
+            print(stop, file=log)
+            print(stop, file=sys.stderr)
+            raise
+        with atomic_path(out) as tmp:
+            shutil.copyfile(pdf, tmp)
+        warnings = [ln for ln in (out.parent / "build" / "main.log").read_text(errors="replace").splitlines() if re.search(r"Warning.*(undefined|Citation)", ln)]
+        print("\n".join(warnings) or "no undefined references or citations", file=log)
