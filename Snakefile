@@ -14,9 +14,11 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/counting.smk"
 include: "workflow/rules/provenance.smk"
+include: "workflow/rules/training.smk"
 # figures, notebooks, paper: keep these last (they read the outputs of the topic rules above)
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/notebooks.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:

@@ -1,34 +1,23 @@
 r"""Rule `macros`: every number the paper's text uses, in one file results/tables/macros.tex.
 
 Concatenates the topic fragments (MACRO_FRAGMENTS: results/macros/<topic>.tex, one per topic,
-each written by that topic's rules from its aggregated results) and adds provenance macros from
-results/provenance.json (package versions, commit, config hash, device). A macro defined twice
-stops the rule with the names and the files (LaTeX would fail later with a less clear message).
+each written by that topic's rules from its aggregated results; provenance has its own), then adds
+the `Paper*` macros that the paper's prose needs and no topic writes, computed here from the
+aggregated results (summaries over the verification grid and the training sweep: counts, means,
+maxima; no result is recomputed). A macro defined twice stops the rule with the names and the files
+(LaTeX would fail later, less clearly).
 """
 
-import json
+import math
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from attnid.io import atomic_write_text
-from attnid.latex import escape, macros
+from attnid.latex import macros
 
 NEWCOMMAND = re.compile(r"\\(?:re)?newcommand\*?\{?\\([A-Za-z]+)\}?")
-
-# provenance.json key path -> macro name (absent keys are skipped; the paper uses what exists)
-PROVENANCE = {
-    ("git", "commit"): "ProvGitCommit",
-    ("git_commit",): "ProvGitCommit",
-    ("config_hash",): "ProvConfigHash",
-    ("platform", "python"): "ProvPython",
-    ("python",): "ProvPython",
-    ("packages", "torch"): "ProvTorch",
-    ("packages", "snakemake"): "ProvSnakemake",
-    ("packages", "sympy"): "ProvSympy",
-    ("device",): "ProvDevice",
-    ("platform", "machine"): "ProvMachine",
-    ("platform", "system"): "ProvSystem",
-}
 
 
 def defined_names(text: str) -> list[str]:
@@ -36,52 +25,82 @@ def defined_names(text: str) -> list[str]:
     return NEWCOMMAND.findall(text)
 
 
-def _lookup(tree, keys):
-    for key in keys:
-        if not isinstance(tree, dict) or key not in tree:
-            return None
-        tree = tree[key]
-    return tree if isinstance(tree, str | int | float) else None
+def letters(text: str) -> str:
+    """'sgd_momentum' -> 'SgdMomentum': a letters-only macro-name part."""
+    return "".join(w.capitalize() for w in re.split(r"[^A-Za-z]+", str(text)) if w)
 
 
-def provenance_macros(provenance: dict) -> dict[str, str]:
-    """Macros for the provenance facts the paper cites (the first key path found wins)."""
-    out: dict[str, str] = {}
-    for keys, name in PROVENANCE.items():
-        value = _lookup(provenance, keys)
-        if value is not None and name not in out:
-            text = str(value)
-            out[name] = escape(text[:12] if name in ("ProvGitCommit", "ProvConfigHash") else text)
+def number(x: float) -> str:
+    r"""A number for the text: integers with thousands separators, 3 significant digits for
+    ordinary sizes, m\times10^{e} (in math) below 1e-3 or from 1e6 on."""
+    x = float(x)
+    if x == 0 or (1e-3 <= abs(x) < 1e6 and not x.is_integer()):
+        return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3g}"
+    if x.is_integer() and abs(x) < 1e6:
+        return f"{int(x):,}".replace(",", "{,}")
+    exponent = math.floor(math.log10(abs(x)))
+    return rf"\ensuremath{{{x / 10**exponent:.1f}\times10^{{{exponent}}}}}"
+
+
+def verification_macros(verification: pd.DataFrame) -> dict[str, str]:
+    """Size and outcome of the Jacobian verification grid (results/jacobian/verification.csv)."""
+    out = {"PaperVerifiedSpecs": str(len(verification)), "PaperVerifiedPassed": str(int(verification["passed"].astype(bool).sum()))}
+    if {"sigma_kept", "sigma_dropped"} <= set(verification.columns):
+        gap = verification["sigma_kept"] / verification["sigma_dropped"].where(verification["sigma_dropped"] > 0)
+        out["PaperVerifiedWorstGap"] = number(gap.min())
+        out["PaperVerifiedMinKept"] = number(verification["sigma_kept"].min())
+        out["PaperVerifiedMaxDropped"] = number(verification["sigma_dropped"].max())
     return out
 
 
-def combine(fragments: dict[str, str], extra: dict[str, str]) -> str:
-    """One macros file: every fragment (in order) then the extra macros; duplicates are an error."""
+def training_macros(summary: pd.DataFrame) -> dict[str, str]:
+    """Sweep size and mean overlaps, per task/optimizer/rebalancing, over heads and seeds
+    (results/training/summary.parquet, one row per run)."""
+    out = {
+        "PaperTrainRuns": str(len(summary)),
+        "PaperTrainSeeds": str(summary["seed"].nunique()),
+        "PaperTrainSteps": str(int(summary["steps"].max())),
+        "PaperTrainHeads": ", ".join(str(h) for h in sorted(summary["heads"].unique())),
+        "PaperChanceMin": number(summary["chance_all"].min()),
+        "PaperChanceMax": number(summary["chance_all"].max()),
+    }
+    cells = summary.groupby(["task", "optimizer", "rebalance"])
+    for (task, opt, mode), rows in cells:
+        key = letters(task) + letters(opt) + letters(mode)
+        out[f"PaperOverlap{key}"] = number(rows["mean_overlap_all"].mean())
+        out[f"PaperFinalLoss{key}"] = number(rows["final_loss"].mean())
+    balance = summary[summary["rebalance"] == "balance"]
+    if len(balance):
+        out["PaperMaxRebalanceChange"] = number(balance["max_rebalance_function_change"].max())
+    return out
+
+
+def combine(fragments: dict[str, str], derived: dict[str, str] | None = None) -> str:
+    """One macros file from {path: text} (in order); a name defined twice is an error."""
     sources: dict[str, list[str]] = {}
     for path, text in fragments.items():
         for name in defined_names(text):
             sources.setdefault(name, []).append(path)
-    for name in extra:
-        sources.setdefault(name, []).append("provenance")
+    for name in derived or {}:
+        sources.setdefault(name, []).append("macros.py")
     twice = {n: s for n, s in sources.items() if len(s) > 1}
     if twice:
         lines = [f"\\{n}: {', '.join(s)}" for n, s in sorted(twice.items())]
         raise ValueError("LaTeX macros defined more than once:\n  " + "\n  ".join(lines))
     parts = ["% generated by workflow/scripts/macros.py: every number in the paper's text; do not edit\n"]
-    for path, text in fragments.items():
-        parts.append(f"% --- {path}\n{text.rstrip()}\n")
-    if extra:
-        parts.append("% --- provenance\n" + macros(extra))
+    parts += [f"% --- {path}\n{text.rstrip()}\n" for path, text in fragments.items()]
+    if derived:
+        parts.append("% --- derived by macros.py from the aggregated results\n" + macros(derived))
     return "\n".join(parts)
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    import logging
-
-    logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO)  # noqa: F821
     fragments = {str(p): Path(p).read_text() for p in snakemake.input.fragments}  # noqa: F821
-    prov_files = list(snakemake.input.provenance)  # noqa: F821
-    extra = provenance_macros(json.loads(Path(prov_files[0]).read_text())) if prov_files else {}
-    text = combine(fragments, extra)
+    derived = {}
+    if snakemake.input.get("verification"):  # noqa: F821
+        derived |= verification_macros(pd.read_csv(snakemake.input.verification))  # noqa: F821
+    if snakemake.input.get("training"):  # noqa: F821
+        derived |= training_macros(pd.read_parquet(snakemake.input.training))  # noqa: F821
+    text = combine(fragments, derived)
     atomic_write_text(snakemake.output[0], text)  # noqa: F821
-    logging.info("%d macros from %d fragments", len(defined_names(text)), len(fragments))
+    Path(snakemake.log[0]).write_text(f"{len(defined_names(text))} macros from {len(fragments)} fragments\n")  # noqa: F821

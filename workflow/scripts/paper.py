@@ -29,9 +29,15 @@ def require_latexmk() -> str:
 
 
 def latex_errors(log_text: str) -> list[str]:
-    """The '! ...' error lines of a LaTeX log, each with the line that follows (the context)."""
+    """The error lines of a LaTeX log ('! ...' or 'file:line: ...') with the source line that
+    follows ('l.42 ... \\Undefined'), which names an undefined macro or a missing file."""
     lines = log_text.splitlines()
-    return [" ".join(lines[i : i + 2]) for i, line in enumerate(lines) if line.startswith("!")]
+    found = []
+    for i, line in enumerate(lines):
+        if line.startswith("!") or re.match(r"^\S+\.tex:\d+: ", line):
+            context = next((ln for ln in lines[i + 1 : i + 8] if ln.startswith("l.")), "")
+            found.append(f"{line} {context}".strip())
+    return found
 
 
 def build(tex: str | Path, outdir: str | Path, log) -> Path:
