@@ -51,6 +51,7 @@ d x d matrix Phi P_K Phi^T is assembled in closed form from the per-group eigenb
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 
@@ -159,39 +160,88 @@ def chance_overlap(spec: AttentionSpec, part: str | None = None) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+@contextmanager
+def _serial():
+    """Run small dense factorizations (eigh, QR, SVD, Cholesky of k x k matrices) on one thread.
+
+    Batched LAPACK calls on tiny matrices gain nothing from threads and, on a busy machine, lose up
+    to 10x to thread contention (measured: eigh of 32 64x64 matrices, 2 threads 20-200 ms, 1 thread 8-20 ms).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _nonzero(eigs: torch.Tensor, size: int) -> torch.Tensor:
     """Mask of eigenvalues of a PSD Gram matrix that are numerically nonzero (..., n)."""
     top = eigs.amax(dim=-1, keepdim=True).clamp_min(0)
     return eigs > RANK_RTOL * max(size, 1) * top
 
 
+def _safe_inverse(x: torch.Tensor) -> torch.Tensor:
+    """1 / x where x > 0, else 0."""
+    return torch.where(x > 0, 1 / torch.where(x > 0, x, 1), 0)
+
+
 class ProductKernel:
     """Orthogonal projection onto ker dL, dL(dA, dB) = dA B^T + A dB^T, for A (G, m, n), B (G, c, n).
 
-    See the module docstring for the formula; one eigendecomposition of each n x n Gram per group.
+    Set up with one float64 eigendecomposition of each n x n Gram per group; applied in the dtype
+    of its input. `generator` gives the least-squares M of the module docstring's normal equation,
+    `expand` the tangent vector (A M + dA (I - Pi_B), -B M^T + dB (I - Pi_A)).
     """
 
     def __init__(self, A: torch.Tensor, B: torch.Tensor):
         m, c, n = A.shape[-2], B.shape[-2], A.shape[-1]
-        a, self.U = torch.linalg.eigh(A.mT @ A)  # (G, n), (G, n, n)
-        b, self.V = torch.linalg.eigh(B.mT @ B)
-        self.ma, self.mb = _nonzero(a, max(m, n)).to(A.dtype), _nonzero(b, max(c, n)).to(A.dtype)
-        self.a, self.b = a.clamp_min(0) * self.ma, b.clamp_min(0) * self.mb
-        den = self.a[..., :, None] * self.mb[..., None, :] + self.ma[..., :, None] * self.b[..., None, :]
-        self.inv_den = torch.where(den > 0, 1 / torch.where(den > 0, den, 1), 0)  # (G, n, n)
-        self.Abar, self.Bbar = A @ self.U, B @ self.V  # (G, m, n), (G, c, n): columns A u_i, B v_j
+        # Grams in float64 where a null space is expected from the shapes (its eigenvalues must come
+        # out ~1e-16, not ~1e-7); else in the parameters' dtype (exactly zero columns still give 0).
+        gram_dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
+        A_, B_ = A.to(gram_dtype), B.to(gram_dtype)
+        Ga, Gb = (A_.mT @ A_).to(COMPUTE_DTYPE), (B_.mT @ B_).to(COMPUTE_DTYPE)  # (G, n, n)
+        with _serial():
+            (a, U), (b, V) = torch.linalg.eigh(Ga), torch.linalg.eigh(Gb)  # (G, n), (G, n, n)
+        ma, mb = _nonzero(a, max(m, n)), _nonzero(b, max(c, n))
+        a, b = torch.where(ma, a, 0), torch.where(mb, b, 0)
+        self.ma = ma.to(COMPUTE_DTYPE)  # (G, n): 1 on the row space of A (eigenbasis U)
+        den = a[..., :, None] * mb[..., None, :] + ma[..., :, None] * b[..., None, :]
+        self.tensors = {
+            "U": U,
+            "V": V,
+            "inv_den": _safe_inverse(den),  # (G, n, n): 1 / (a_i [b_j > 0] + [a_i > 0] b_j)
+            # projectors onto the null spaces of A and B (None when trivial, the usual case n <= m, c)
+            "null_A": (U * (~ma)[..., None, :]) @ U.mT if not ma.all() else None,
+            "null_B": (V * (~mb)[..., None, :]) @ V.mT if not mb.all() else None,
+        }
+        self._cast = {COMPUTE_DTYPE: dict(self.tensors, A=A.to(COMPUTE_DTYPE), B=B.to(COMPUTE_DTYPE))}
+        self._cast.setdefault(A.dtype, {k: None if t is None else t.to(A.dtype) for k, t in self.tensors.items()} | {"A": A, "B": B})
 
-    def coefficients(self, dA: torch.Tensor, dB: torch.Tensor):
-        """Eigen-coordinates: dA V, dB U and the least-squares generator U^T M V (..., G, n, n)."""
-        dAh, dBh = dA @ self.V, dB @ self.U
-        R = (self.Abar.mT @ dAh) * self.mb[..., None, :] - self.ma[..., :, None] * (dBh.mT @ self.Bbar)
-        return dAh, dBh, R * self.inv_den
+    def at(self, dtype) -> dict:
+        """The set-up tensors in `dtype` (cached)."""
+        if dtype not in self._cast:
+            self._cast[dtype] = {k: None if t is None else t.to(dtype) for k, t in self._cast[COMPUTE_DTYPE].items()}
+        return self._cast[dtype]
+
+    def generator(self, dA: torch.Tensor, dB: torch.Tensor) -> torch.Tensor:
+        """M (..., G, n, n): U [(U^T (A^T dA - dB^T B) V) / den] V^T."""
+        t = self.at(dA.dtype)
+        R = t["U"].mT @ (t["A"].mT @ dA - dB.mT @ t["B"]) @ t["V"]
+        return t["U"] @ (R * t["inv_den"]) @ t["V"].mT
+
+    def expand(self, M: torch.Tensor, dA: torch.Tensor, dB: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A M + dA (I - Pi_B), -B M^T + dB (I - Pi_A))."""
+        t = self.at(M.dtype)
+        outA, outB = t["A"] @ M, -(t["B"] @ M.mT)
+        if t["null_B"] is not None:
+            outA = outA + dA @ t["null_B"]
+        if t["null_A"] is not None:
+            outB = outB + dB @ t["null_A"]
+        return outA, outB
 
     def __call__(self, dA: torch.Tensor, dB: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        dAh, dBh, Mt = self.coefficients(dA, dB)
-        dA_out = (dAh * (1 - self.mb)[..., None, :] + self.Abar @ Mt) @ self.V.mT
-        dB_out = (dBh * (1 - self.ma)[..., None, :] - self.Bbar @ Mt.mT) @ self.U.mT
-        return dA_out, dB_out
+        return self.expand(self.generator(dA, dB), dA, dB)
 
 
 def _plane_project(Qp: torch.Tensor, Kp: torch.Tensor, dQ: torch.Tensor, dK: torch.Tensor):
@@ -204,8 +254,7 @@ def _plane_project(Qp: torch.Tensor, Kp: torch.Tensor, dQ: torch.Tensor, dK: tor
     def J(x):  # x @ J: columns (x_1, -x_0)
         return torch.stack((x[..., 1], -x[..., 0]), dim=-1)
 
-    norm2 = (Qp**2).sum((-3, -1)) + (Kp**2).sum((-3, -1))  # (G, s)
-    inv = torch.where(norm2 > 0, 1 / torch.where(norm2 > 0, norm2, 1), 0)
+    inv = _safe_inverse((Qp**2).sum((-3, -1)) + (Kp**2).sum((-3, -1)))  # (G, s)
     QJ, KJ = J(Qp), J(Kp)
     c1 = ((dQ * Qp).sum((-3, -1)) - (dK * Kp).sum((-3, -1))) * inv  # (..., G, s)
     cJ = ((dQ * QJ).sum((-3, -1)) + (dK * KJ).sum((-3, -1))) * inv
@@ -216,56 +265,69 @@ def _plane_project(Qp: torch.Tensor, Kp: torch.Tensor, dQ: torch.Tensor, dK: tor
 class _ValueBias:
     """The constraint d c = 0 (c = sum_g b_V^g S_g + b_O) on top of the value-output product kernels.
 
-    Phi(dW, db_V, db_O) = [db_O] + sum_g db_V^g S_g + sum_g b_V^g dS_g, S_g = sum_{h in g} W_O^h (v, d).
+    Phi(dW, db_V, db_O) = [db_O] + sum_g db_V^g S_g + sum_g b_V^g dS_g, S_g = sum_{h in g} W_O^h (v, d);
+    P_T = P_K - P_K Phi^T (Phi P_K Phi^T)^+ Phi P_K. Everything but one d x d solve is done on the
+    generators M (v x v per group), so the weights are touched once more only (in `expand`).
     """
 
     def __init__(self, spec: AttentionSpec, kernel: ProductKernel, W_O: torch.Tensor, b_V: torch.Tensor):
         G, r, v, d = spec.G, spec.group_size, spec.d_head_v, spec.d
         self.spec, self.kernel, self.has_o = spec, kernel, spec.has_bias("o")
-        self.S = W_O.reshape(G, r, v, d).sum(1)  # (G, v, d)
-        self.bv = b_V  # (G, v)
-        self.gram_inverse = self._pinv(self.gram())
+        t = kernel.tensors
+        S = W_O.reshape(G, r, v, d).sum(1)  # (G, v, d)
+        ub = (t["U"].mT @ b_V[..., None])[..., 0]  # (G, v): U^T b_g
+        null_b = (t["U"] @ (ub * (1 - kernel.ma))[..., None])[..., 0]  # (G, v): (I - Pi_A) b_g
+        self.tensors = {"S": S, "b": b_V, "ub": ub, "null_b": null_b}
+        self._cast = {S.dtype: self.tensors}
+        self._solve = self._factor(self.gram())
 
     def gram(self) -> torch.Tensor:
         """Phi P_K Phi^T (d, d) in closed form.
 
-        = [I] + sum_g S_g^T (I + V_g diag(w_g) V_g^T) S_g + r ||(I - Pi_A) b_g||^2 I,
-        w_j = sum_i (U^T Pi_A b_g)_i^2 / den_ij: the image of the rank-one inputs dW_O^h = b_g y^T
-        under the kernel projection (derivation in the module docstring's notation).
+        = [I] + sum_g F_g^T diag(1 + w_g) F_g + r ||(I - Pi_A) b_g||^2 I, F_g = V_g^T S_g (v, d),
+        w_j = sum_i (U^T b_g)_i^2 / den_ij: Phi^T y puts dW_O^h = b_g y^T, whose kernel generator is
+        M = -U [((U^T b_g)(V^T S_g y)^T) / den] V^T (see `correct`).
         """
-        kern, d, r = self.kernel, self.spec.d, self.spec.group_size
-        ub = (kern.U.mT @ self.bv[..., None])[..., 0]  # (G, v): U^T b
-        ut = ub * kern.ma
-        w = (ut[..., :, None] ** 2 * kern.inv_den).sum(-2)  # (G, v)
-        F = kern.V.mT @ self.S  # (G, v, d): V^T S_g
-        gram = torch.einsum("gjd,gj,gje->de", F, 1 + w, F)
-        shift = r * (ub**2 * (1 - kern.ma)).sum() + (1.0 if self.has_o else 0.0)
-        return gram + shift * torch.eye(d, dtype=gram.dtype, device=gram.device)
+        t, s = self.kernel.tensors, self.tensors
+        w = (s["ub"][..., :, None] ** 2 * t["inv_den"]).sum(-2)  # (G, v)
+        F = t["V"].mT @ s["S"]  # (G, v, d)
+        gram = torch.einsum("gjd,gje->de", F * (1 + w)[..., None].sqrt(), F * (1 + w)[..., None].sqrt())
+        shift = self.spec.group_size * (s["null_b"] ** 2).sum() + (1.0 if self.has_o else 0.0)
+        return gram + shift * torch.eye(self.spec.d, dtype=gram.dtype, device=gram.device)
 
-    def _pinv(self, gram: torch.Tensor) -> torch.Tensor:
-        e, X = torch.linalg.eigh(gram)
-        keep = _nonzero(e, gram.shape[-1])
-        return (X * torch.where(keep, 1 / torch.where(keep, e, 1), 0)) @ X.mT
+    @staticmethod
+    def _factor(gram: torch.Tensor):
+        """y -> gram^+ y: Cholesky when positive definite (with b_O always), else an eigendecomposition."""
+        with _serial():
+            L, info = torch.linalg.cholesky_ex(gram)
+        if info.item() == 0:
+            return lambda y: torch.cholesky_solve(y.reshape(-1, y.shape[-1]).mT, L).mT.reshape(y.shape)
+        with _serial():
+            e, X = torch.linalg.eigh(gram)
+        pinv = (X * torch.where(_nonzero(e, gram.shape[-1]), _safe_inverse(e), 0)) @ X.mT
+        return lambda y: y @ pinv
 
-    def phi(self, dW_O: torch.Tensor, db_V: torch.Tensor, db_O: torch.Tensor | None) -> torch.Tensor:
-        G, r, v, d = self.spec.G, self.spec.group_size, self.spec.d_head_v, self.spec.d
-        dS = dW_O.reshape(*dW_O.shape[:-3], G, r, v, d).sum(-3)  # (..., G, v, d)
-        out = torch.einsum("...gv,gvd->...d", db_V, self.S) + torch.einsum("gv,...gvd->...d", self.bv, dS)
-        return out + db_O if db_O is not None else out
+    def correct(self, M: torch.Tensor, dO: torch.Tensor, db_V: torch.Tensor, db_O: torch.Tensor | None):
+        """Given the kernel generator M (..., G, v, v) of the input and its (dO, db_V, db_O), return
+        the corrected generator and biases of P_T x, and lam (..., d) (dO's null part needs lam)."""
+        spec, t, s = self.spec, self.kernel.at(M.dtype), self.at(M.dtype)
+        G, r, v, d = spec.G, spec.group_size, spec.d_head_v, spec.d
+        dS = dO.reshape(*dO.shape[:-3], G, r, d, v).sum(-3)  # (..., G, d, v): sum_h dW_O^h^T
+        # Phi(P_K x): the output's dS_g = -M S_g + (I - Pi_A) dS_g
+        phi = torch.einsum("...gv,gvd->...d", db_V - torch.einsum("gv,...gvw->...gw", s["b"], M), s["S"])
+        phi = phi + torch.einsum("gv,...gdv->...d", s["null_b"], dS)
+        if db_O is not None:
+            phi = phi + db_O
+        lam = self._solve(phi.to(COMPUTE_DTYPE)).to(M.dtype)  # (..., d)
+        z = torch.einsum("gvd,...d->...gv", s["S"], lam)  # (..., G, v): S_g lam
+        R = -(s["ub"][..., :, None] * (z[..., None, :] @ t["V"]))  # (..., G, v, v): -(U^T b)(V^T z)^T
+        M = M - t["U"] @ (R * t["inv_den"]) @ t["V"].mT  # M(x) - M(Phi^T lam)
+        return M, db_V - z, (db_O - lam if db_O is not None else None), lam
 
-    def correct(self, dV, dO, db_V, db_O):
-        """P_T = P_K - P_K Phi^T (Phi P_K Phi^T)^+ Phi P_K, given (dV, dO, db_V, db_O) = P_K x."""
-        spec = self.spec
-        w = vo_unstack(spec, dV, dO)
-        lam = self.phi(w["W_O"], db_V, db_O) @ self.gram_inverse  # (..., d)
-        G, r = spec.G, spec.group_size
-        # Phi^T lam: dW_O^h = b_g lam^T, db_V^g = S_g lam, db_O = lam; then P_K on the weight part
-        dW_O = torch.einsum("gv,...d->...gvd", self.bv, lam)  # (..., G, v, d)
-        dW_O = dW_O[..., :, None, :, :].expand(*dW_O.shape[:-2], r, *dW_O.shape[-2:]).reshape(*lam.shape[:-1], spec.H, spec.d_head_v, spec.d)
-        cV, cO = self.kernel(torch.zeros_like(dV), o_stack(spec, dW_O))
-        db_V = db_V - torch.einsum("gvd,...d->...gv", self.S, lam)
-        db_O = db_O - lam if db_O is not None else None
-        return dV - cV, dO - cO, db_V, db_O
+    def at(self, dtype) -> dict:
+        if dtype not in self._cast:
+            self._cast[dtype] = {k: t.to(dtype) for k, t in self.tensors.items()}
+        return self._cast[dtype]
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,46 +338,56 @@ class _ValueBias:
 class Projector:
     """The orthogonal projection onto the unidentified subspace T at theta (set up once, apply many times).
 
+    Set-up (Gram eigendecompositions, the value-bias system) in float64; applied in float64 unless
+    both theta and the vector are float32 (then float32, relative accuracy ~1e-6).
+
     >>> proj = Projector(spec, theta); pv = proj(vec)            # vec (..., P)
     """
 
     def __init__(self, spec: AttentionSpec, theta: torch.Tensor):
-        self.spec, self.layout = spec, Layout(spec)
-        w = _blocks64(spec, theta)
-        p = spec.rope_dims
+        self.spec, self.layout, self.dtype = spec, Layout(spec), theta.dtype
+        w = self.layout.unflatten(theta.detach())
+        p, G = spec.rope_dims, spec.G
         Q, K = qk_stack(spec, w)
         self.qk = ProductKernel(Q[..., p:], w["W_K"][..., p:]) if p < spec.d_head_qk else None
-        G = spec.G
-        self.Qp = Q[..., :p].reshape(G, Q.shape[-2], p // 2, 2)  # (G, r m_q, p/2, 2)
-        self.Kp = K[..., :p].reshape(G, K.shape[-2], p // 2, 2)
+        self.planes = (Q[..., :p].unflatten(-1, (p // 2, 2)), K[..., :p].unflatten(-1, (p // 2, 2)))  # (G, m, p/2, 2)
         V, O = vo_stack(spec, w, with_bias=False)
         self.vo = ProductKernel(V, O)
-        self.value_bias = _ValueBias(spec, self.vo, w["W_O"], w["b_V"]) if "b_V" in w else None
+        self.value_bias = _ValueBias(spec, self.vo, w["W_O"].to(COMPUTE_DTYPE), w["b_V"].to(COMPUTE_DTYPE)) if "b_V" in w else None
 
     def _project_qk(self, w: dict) -> dict:
         spec, p, d = self.spec, self.spec.rope_dims, self.spec.d
         dQ, dK = qk_stack(spec, w)
+        if p == 0 and not spec.has_bias("k"):
+            return qk_unstack(spec, *self.qk(dQ, dK))
         outQ, outK = torch.zeros_like(dQ), torch.zeros_like(dK)
         if self.qk is not None:
             outQ[..., p:], outK[..., :d, p:] = self.qk(dQ[..., p:], dK[..., :d, p:])
             if spec.has_bias("k"):
                 outK[..., d, p:] = dK[..., d, p:]  # the unrotated key bias is invisible: all of it
         if p:
-            s = (*dQ.shape[:-1], p // 2, 2)
-            pq, pk = _plane_project(self.Qp, self.Kp, dQ[..., :p].reshape(s), dK[..., :p].reshape(*dK.shape[:-1], p // 2, 2))
+            Qp, Kp = (t.to(dQ.dtype) for t in self.planes)
+            pq, pk = _plane_project(Qp, Kp, dQ[..., :p].unflatten(-1, (p // 2, 2)), dK[..., :p].unflatten(-1, (p // 2, 2)))
             outQ[..., :p], outK[..., :p] = pq.flatten(-2), pk.flatten(-2)
         return qk_unstack(spec, outQ, outK)
 
     def _project_vo(self, w: dict) -> dict:
         spec = self.spec
         dV, dO = vo_stack(spec, w, with_bias=False)
-        dV, dO = self.vo(dV, dO)
         db_V, db_O = w.get("b_V"), w.get("b_O")
-        if self.value_bias is not None:
-            dV, dO, db_V, db_O = self.value_bias.correct(dV, dO, db_V, db_O)
-        elif db_O is not None:
-            db_O = torch.zeros_like(db_O)  # b_O is always identified when there is no value bias
-        out = vo_unstack(spec, dV, dO)
+        M = self.vo.generator(dV, dO)
+        if self.value_bias is None:
+            outV, outO = self.vo.expand(M, dV, dO)
+            db_O = None if db_O is None else torch.zeros_like(db_O)  # b_O is identified without a value bias
+        else:
+            M, db_V, db_O, lam = self.value_bias.correct(M, dO, db_V, db_O)
+            null_A = self.vo.at(M.dtype)["null_A"]
+            if null_A is not None:  # the invisible part of Phi^T lam: dW_O^h = b_g lam^T
+                b = self.value_bias.at(M.dtype)["b"]
+                corr = torch.einsum("...d,gv->...gdv", lam, b).repeat_interleave(spec.group_size, dim=-3)
+                dO = dO - corr.reshape(dO.shape)
+            outV, outO = self.vo.expand(M, dV, dO)
+        out = vo_unstack(spec, outV, outO)
         if db_V is not None:
             out["b_V"] = db_V
         if db_O is not None:
@@ -324,7 +396,7 @@ class Projector:
 
     def __call__(self, vec: torch.Tensor, part: str | None = None) -> torch.Tensor:
         _check_part(part)
-        w = self.layout.unflatten(vec.to(COMPUTE_DTYPE))
+        w = self.layout.unflatten(vec.to(torch.promote_types(vec.dtype, self.dtype)))
         out = {}
         for name, fn in (("query_key", self._project_qk), ("value_output", self._project_vo)):
             if part in (None, name):
@@ -365,3 +437,186 @@ def basis(spec: AttentionSpec, theta: torch.Tensor, generator: torch.Generator |
     Y = project(spec, theta.to(COMPUTE_DTYPE), omega)  # (dim, P)
     Uy, _, _ = torch.linalg.svd(Y.mT, full_matrices=False)
     return Uy.to(theta.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Group action, commutant, head permutations
+# --------------------------------------------------------------------------------------------
+
+
+def commutant(spec: AttentionSpec, M: torch.Tensor) -> torch.Tensor:
+    """Orthogonal projection of M (..., k, k) onto the commutant of the RoPE rotations.
+
+    The commutant of {R_t} (distinct nonzero plane frequencies) is block-diag(gl(u) on the unrotated
+    dims, a I + b J on each plane): cross blocks are zeroed, each plane block [[m00, m01], [m10, m11]]
+    becomes a I + b J with a = (m00 + m11) / 2, b = (m10 - m01) / 2. Identity without RoPE.
+    """
+    p = spec.rope_dims
+    if p == 0:
+        return M.clone()
+    out = torch.zeros_like(M)
+    out[..., p:, p:] = M[..., p:, p:]
+    i = torch.arange(0, p, 2, device=M.device)
+    a = (M[..., i, i] + M[..., i + 1, i + 1]) / 2
+    b = (M[..., i + 1, i] - M[..., i, i + 1]) / 2
+    out[..., i, i], out[..., i + 1, i + 1], out[..., i + 1, i], out[..., i, i + 1] = a, a, b, -b
+    return out
+
+
+def group_element(spec: AttentionSpec, generator: torch.Generator | None = None, scale: float = 0.3, allowed: bool = True, dtype=torch.float64, device=None):
+    """A random group element (qk (G, k, k), vo (G, v, v)) = I + scale * Gaussian / sqrt(size).
+
+    allowed=True restricts qk to the RoPE commutant (so :func:`act` keeps the function); allowed=False
+    leaves it generic (under RoPE it then changes the function).
+    """
+    G, k, v = spec.G, spec.d_head_qk, spec.d_head_v
+    qk = torch.eye(k, dtype=torch.float64) + scale * torch.randn(G, k, k, generator=generator, dtype=torch.float64) / math.sqrt(k)
+    vo = torch.eye(v, dtype=torch.float64) + scale * torch.randn(G, v, v, generator=generator, dtype=torch.float64) / math.sqrt(v)
+    if allowed:
+        qk = commutant(spec, qk)
+    return qk.to(dtype=dtype, device=device), vo.to(dtype=dtype, device=device)
+
+
+def act(spec: AttentionSpec, theta: torch.Tensor, qk: torch.Tensor | None = None, vo: torch.Tensor | None = None) -> torch.Tensor:
+    """Apply (M_g, N_g) per KV group: Q_g M, K_g M^{-T}, V_g N, O_g N^{-T} (W_O^h -> N^{-1} W_O^h).
+
+    qk (G, k, k) or (k, k), vo (G, v, v) or (v, v), invertible; None = identity. Biases move with their
+    weights (b_Q M, b_K M^{-T}, b_V N); b_O is not acted on. The function is unchanged iff qk lies in
+    the RoPE commutant (:func:`commutant`); computed in float64, returned in theta's dtype.
+    """
+    layout = Layout(spec)
+    w = _blocks64(spec, theta)
+    out = dict(w)
+    if qk is not None:
+        M = qk.to(device=theta.device, dtype=COMPUTE_DTYPE)
+        Q, K = qk_stack(spec, w)
+        out.update(qk_unstack(spec, Q @ M, torch.linalg.solve(M, K.mT).mT))
+    if vo is not None:
+        N = vo.to(device=theta.device, dtype=COMPUTE_DTYPE)
+        V, O = vo_stack(spec, w)
+        out.update(vo_unstack(spec, V @ N, torch.linalg.solve(N, O.mT).mT))
+    return layout.flatten(out).to(theta.dtype)
+
+
+def permute_heads(spec: AttentionSpec, theta: torch.Tensor, perm) -> torch.Tensor:
+    """New head h takes old head perm[h]'s query and output weights; KV groups follow their heads.
+
+    perm must map the heads of each group onto the heads of one group (a permutation within groups,
+    possibly also permuting whole groups): then the function is unchanged.
+    """
+    H, G, r = spec.H, spec.G, spec.group_size
+    perm = [int(i) for i in perm]
+    if sorted(perm) != list(range(H)):
+        raise ValueError(f"perm must be a permutation of range({H}), got {perm}")
+    sigma = []  # new group g takes old group sigma[g]
+    for g in range(G):
+        olds = {spec.group_of(perm[h]) for h in range(g * r, (g + 1) * r)}
+        if len(olds) != 1:
+            raise ValueError(f"perm {perm} splits KV group {g} across groups {sorted(olds)}")
+        sigma.append(olds.pop())
+    layout = Layout(spec)
+    w = layout.unflatten(theta)
+    idx = {"H": torch.tensor(perm, device=theta.device), "G": torch.tensor(sigma, device=theta.device)}
+    along = {"W_Q": "H", "b_Q": "H", "W_O": "H", "W_K": "G", "b_K": "G", "W_V": "G", "b_V": "G"}
+    out = {name: (t[idx[along[name]]] if name in along else t.clone()) for name, t in w.items()}
+    return layout.flatten(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Balance and conserved quantities
+# --------------------------------------------------------------------------------------------
+
+
+def balance_product(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The balanced factorisation of A B^T nearest to (A, B); A (G, m, n), B (G, c, n).
+
+    With A = Q_a R_a, B = Q_b R_b (thin QR) and R_a R_b^T = U S V^T (SVD, rank rho), every minimiser
+    of ||A'||^2 + ||B'||^2 subject to A' B'^T = A B^T is (Q_a U S^{1/2} R, Q_b V S^{1/2} R) with
+    R R^T = I (the nuclear-norm identity min ||A'||^2 + ||B'||^2 = 2 ||A B^T||_*; Srebro et al. 2005);
+    all satisfy A'^T A' = B'^T B' = R^T S R. We take the R nearest to (A, B): the orthogonal polar
+    factor of S^{1/2} (U^T R_a + V^T R_b) (orthogonal Procrustes), so a balanced point is fixed.
+    When A^T A and B^T B are invertible (n <= m, c) the minimisers are the GL(n)-balanced points
+    A X^{1/2} O, O orthogonal, X = (A^T A)^{-1} # (B^T B) the matrix geometric mean (the unique
+    positive solution of X A^T A X = B^T B; Bhatia, "Positive Definite Matrices", 2007, ch. 4; the
+    norm-minimising point of the orbit, Stock et al., ICLR 2019). When n > m or n > c the infimum
+    over the orbit is not attained; we return its limit, which zeroes the components that the
+    other factor cannot see.
+    """
+    if A.shape[-1] == 0:
+        return A.clone(), B.clone()
+    with _serial():
+        Qa, Ra = torch.linalg.qr(A)
+        Qb, Rb = torch.linalg.qr(B)
+        U, s, Vh = torch.linalg.svd(Ra @ Rb.mT, full_matrices=False)  # (G, n1, q), (G, q), (G, q, n2)
+    s = s * _nonzero(s, max(Ra.shape[-2], Rb.shape[-2]))
+    root = s.sqrt()[..., None]  # (G, q, 1)
+    with _serial():
+        W, _, Zh = torch.linalg.svd(root * (U.mT @ Ra + Vh @ Rb), full_matrices=False)
+    R = W @ Zh  # (G, q, n), orthonormal rows
+    return Qa @ U @ (root * R), Qb @ Vh.mT @ (root * R)
+
+
+def balance(spec: AttentionSpec, theta: torch.Tensor) -> torch.Tensor:
+    """The balanced point of theta's orbit: same function, minimal norm, zero imbalance.
+
+    Per KV group g:
+      * unrotated query-key dims: (Q_g[:, p:], K_g[:, p:]) -> :func:`balance_product` (b_Q and b_K rows
+        included, as the group acts on them), so afterwards Q_g^T Q_g = K_g^T K_g on those dims;
+      * each rotated plane (complex scalar group C^*): scale the plane's query columns by
+        s = (||K_plane|| / ||Q_plane||)^{1/2} and its key columns by 1/s, so that both norms equal
+        (||Q_plane|| ||K_plane||)^{1/2} (the minimum of |c|^2 ||z||^2 + ||w||^2 / |c|^2 over c);
+      * value-output: (V_g, O_g) = ([W_V; b_V], [W_O^h^T]) -> :func:`balance_product`, so afterwards
+        W_V^T W_V + b_V^T b_V = sum_{h in g} W_O^h W_O^h^T.
+    The free translations (unrotated key bias, value bias traded against b_O) are left as they are.
+    Idempotent; the function is unchanged (the products the function sees are kept exactly).
+    """
+    p = spec.rope_dims
+    w = _blocks64(spec, theta)
+    Q, K = (t.clone() for t in qk_stack(spec, w))
+    if p < spec.d_head_qk:
+        Q[..., p:], K[..., p:] = balance_product(Q[..., p:], K[..., p:])
+    if p:
+        Qp, Kp = Q[..., :p].unflatten(-1, (p // 2, 2)), K[..., :p].unflatten(-1, (p // 2, 2))  # (G, m, p/2, 2)
+        nq, nk = Qp.norm(dim=(-3, -1)), Kp.norm(dim=(-3, -1))  # (G, p/2)
+        seen = (nq > 0) & (nk > 0)  # a plane with a zero side contributes nothing: set both to zero
+        s = torch.where(seen, (nk / torch.where(seen, nq, 1)).sqrt(), 0)[..., None, :, None]
+        Q[..., :p] = (Qp * s).flatten(-2)
+        K[..., :p] = (Kp * torch.where(s > 0, 1 / torch.where(s > 0, s, 1), 0)).flatten(-2)
+    V, O = balance_product(*vo_stack(spec, w))
+    out = dict(w)
+    out.update(qk_unstack(spec, Q, K))
+    out.update(vo_unstack(spec, V, O))
+    return Layout(spec).flatten(out).to(theta.dtype)
+
+
+def imbalance(spec: AttentionSpec, theta: torch.Tensor) -> dict:
+    """The conserved quantities of gradient flow (Noether for the group action), float64.
+
+    query_key (G, k, k): commutant(Q_g^T Q_g - K_g^T K_g) — the unrotated block of the difference of
+      Grams ([W_Q; b_Q] stacked over the group's heads vs [W_K; b_K]) and, per rotated plane,
+      (||Q_plane||^2 - ||K_plane||^2) / 2 times I_2 (the J-part of a symmetric matrix is zero);
+    value_output (G, v, v): W_V^T W_V + b_V^T b_V - sum_{h in g} W_O^h W_O^h^T.
+    For each generator X of the group, d/dt <X, Q^T Q - K^T K> = -2 <grad, tangent(X)> = 0 under
+    gradient flow (Kunin et al., ICLR 2021); a gradient step of size lr changes them by O(lr^2).
+    """
+    w = _blocks64(spec, theta)
+    Q, K = qk_stack(spec, w)
+    V, O = vo_stack(spec, w)
+    return {"query_key": commutant(spec, Q.mT @ Q - K.mT @ K), "value_output": V.mT @ V - O.mT @ O}
+
+
+def imbalance_drift(spec: AttentionSpec, theta0: torch.Tensor, theta1: torch.Tensor) -> dict:
+    """Relative change of the conserved quantities: ||I(theta1) - I(theta0)||_F / scale(theta0).
+
+    scale = ||Q^T Q||_F + ||K^T K||_F (query_key) or ||V^T V||_F + ||O^T O||_F (value_output) at
+    theta0 (over all groups), which stays away from zero even at a balanced point where I = 0.
+    """
+    i0, i1 = imbalance(spec, theta0), imbalance(spec, theta1)
+    w = _blocks64(spec, theta0)
+    Q, K = qk_stack(spec, w)
+    V, O = vo_stack(spec, w)
+    scale = {
+        "query_key": (Q.mT @ Q).norm() + (K.mT @ K).norm(),
+        "value_output": (V.mT @ V).norm() + (O.mT @ O).norm(),
+    }
+    return {part: ((i1[part] - i0[part]).norm() / scale[part]).item() for part in PARTS}
