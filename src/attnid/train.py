@@ -1,0 +1,325 @@
+"""One training run, with the symmetry geometry of every attention layer measured at every step.
+
+Usage (the Snakemake rule `train_run` does exactly this):
+
+    from attnid.train import RunConfig, train
+    metrics, summary = train(RunConfig(task="teacher_student", heads=4, optimizer="adam", lr=1e-2, steps=200))
+
+What a step t records, per attention layer with flat parameters theta (P,) (attnid.layout):
+
+    loss_t        training loss at theta_t on batch t (before the update)
+    u_t           = theta_{t+1} - theta_t, the update actually applied to the layer (after the
+                  optimizer step and, in `project` mode, after removing its tangent part)
+    update_norm   ||u_t||
+    overlap_*     ||P_T u_t|| / ||u_t|| with T the unidentified (orbit-tangent) subspace at theta_t,
+                  for all of T and for its query-key and value-output parts (attnid.symmetry.overlap)
+    chance_*      sqrt(dim T / #coordinates): the expected overlap of a random direction
+    drift_*       change of the conserved quantities (W_Q^T W_Q - W_K^T W_K, W_V^T W_V - W_O W_O^T)
+                  from theta_0 to theta_{t+1} (after any rebalancing at step t), as returned by
+                  attnid.symmetry.imbalance_drift
+    rebalance_*   `balance` mode, at steps with (t+1) % rebalance_interval == 0: the layer is moved
+                  to the balanced point of its orbit, theta' = balance(theta_{t+1});
+                  function_change = max|F'(probe) - F(probe)| / max|F(probe)| for the whole model's
+                  output F on a fixed probe batch (should be float rounding), norm_removed =
+                  ||theta_{t+1}|| - ||theta'|| (the balanced point is the smallest on the orbit).
+                  `project` mode, every step: norm_removed = ||P_T u|| (the part taken out of the
+                  optimizer's update); function_change is NaN (projection is not a symmetry move).
+    eval_*        loss (and accuracy for recall) on a fixed held-out batch at theta_t, every
+                  `eval_every` steps and at the last step; NaN elsewhere.
+
+Why the geometry is honest: a loss that depends on theta only through the model's function is
+invariant under each layer's symmetry group, so its gradient is orthogonal to T. Plain SGD,
+u = -lr grad, has overlap zero up to float rounding; momentum (an average of gradients taken at
+earlier points, whose tangent spaces differ), Adam (a diagonal preconditioner that does not respect
+the orbit), and weight decay (-lr wd theta, whose tangent component is the imbalance) do not.
+
+dtype: float64 by default for both tasks, so float rounding is ~1e-13 and a zero overlap is
+visible as such; float32 is allowed (`dtype="float32"`, e.g. on a GPU), where the same zero reads
+~1e-5 because theta_{t+1} - theta_t loses digits to the size of theta.
+
+Determinism: every random draw comes from generators seeded by the run seed (attnid.tasks), the
+global seed is set with torch.manual_seed, and torch.use_deterministic_algorithms is on during the
+run, so one RunConfig gives bit-identical metrics on one machine (wall-clock time is reported only
+in the summary).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from . import symmetry
+from .models import Student, TinyTransformer
+from .spec import AttentionSpec
+from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
+
+TASKS = ("teacher_student", "recall")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+REBALANCE = ("none", "project", "balance")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+PARTS = ("all", "query_key", "value_output")
+
+METRIC_COLUMNS = (
+    "layer", "step", "loss", "eval_loss", "eval_accuracy", "lr", "update_norm",
+    "overlap_all", "overlap_query_key", "overlap_value_output",
+    "chance_all", "chance_query_key", "chance_value_output",
+    "drift_query_key", "drift_value_output",
+    "rebalance_function_change", "rebalance_norm_removed",
+)  # fmt: skip
+
+
+class RunDiverged(FloatingPointError):
+    """The training loss became NaN or infinite; the message names the run and the step."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one training run (a run is a pure function of this)."""
+
+    # what is learned
+    task: str = "teacher_student"  # 'teacher_student' (one attention layer) or 'recall' (tiny transformer)
+    # attention spec of the student layer / of every transformer layer (attnid.spec.AttentionSpec)
+    d_model: int = 16  # d: width
+    heads: int = 2  # H: query heads
+    kv_heads: int | None = None  # G: key/value groups (None = heads, i.e. MHA)
+    d_head_qk: int | None = None  # d_k (None = d_model // heads)
+    d_head_v: int | None = None  # d_v (None = d_head_qk)
+    rope_dims: int = 0  # rotated dims per query/key head (0 = no RoPE)
+    biases: str = ""  # subset of 'qkvo'
+    causal: bool = False  # causal mask (the recall presets use True)
+    # task sizes
+    seq_len: int = 8  # T of the teacher-student inputs (recall: T = 2 pairs + 1, this field is ignored)
+    vocab: int = 16  # recall: number of key tokens (and of value tokens)
+    pairs: int = 4  # recall: key-value pairs per sequence
+    n_layers: int = 2  # recall: transformer blocks
+    norm: str = "layernorm"  # recall: 'layernorm' or 'rmsnorm'
+    mlp_ratio: int = 4  # recall: MLP hidden width / d_model
+    # optimisation
+    optimizer: str = "sgd"  # 'sgd', 'sgd_momentum', 'adam' (L2 added to the gradient), 'adamw' (decoupled decay)
+    lr: float = 0.1  # learning rate (constant)
+    weight_decay: float = 0.0  # weight decay on every parameter
+    momentum: float = 0.9  # sgd_momentum: heavy-ball coefficient (ignored by the others)
+    beta1: float = 0.9  # adam/adamw: first-moment decay
+    beta2: float = 0.999  # adam/adamw: second-moment decay
+    steps: int = 200  # optimizer steps
+    batch: int = 32  # training sequences per step (fresh samples every step)
+    seed: int = 0  # seeds the model, the teacher, the data and the probe (attnid.tasks.generator)
+    # symmetry handling
+    rebalance: str = "none"  # 'none', 'project' (remove P_T u from every update) or 'balance' (move to the balanced point)
+    rebalance_interval: int = 10  # balance: every this many steps (after the update of step t when (t+1) % interval == 0)
+    probe_batch: int = 16  # balance: fixed batch on which the function change of a rebalance is measured
+    # measurement
+    eval_every: int = 50  # held-out evaluation every this many steps (and at the last step)
+    eval_batch: int = 256  # held-out sequences (one fixed batch)
+    metrics_every: int = 1  # overlap/update/drift metrics every this many steps (NaN in between); project mode still projects every step
+    # where and how
+    device: str = "cpu"  # 'cpu' or 'cuda'
+    dtype: str = "float64"  # 'float64' (rounding ~1e-13, default) or 'float32'
+    name: str = ""  # label used in progress bars and error messages ('' = built from the fields)
+
+    def __post_init__(self):
+        for field_name, allowed in (("task", TASKS), ("optimizer", OPTIMIZERS), ("rebalance", REBALANCE), ("dtype", tuple(DTYPES))):
+            if getattr(self, field_name) not in allowed:
+                raise ValueError(f"RunConfig.{field_name} must be one of {allowed}, got {getattr(self, field_name)!r}")
+        for field_name in ("steps", "batch", "rebalance_interval", "eval_every", "metrics_every", "eval_batch", "probe_batch"):
+            if getattr(self, field_name) < 1:
+                raise ValueError(f"RunConfig.{field_name} must be >= 1, got {getattr(self, field_name)}")
+        if not self.lr > 0:
+            raise ValueError(f"RunConfig.lr must be > 0, got {self.lr}")
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.task}/{self.optimizer}/{self.rebalance}/h{self.heads}/s{self.seed}")
+
+    @property
+    def spec(self) -> AttentionSpec:
+        return AttentionSpec(
+            d_model=self.d_model, n_heads=self.heads, n_kv_heads=self.kv_heads, d_head_qk=self.d_head_qk,
+            d_head_v=self.d_head_v, rope_dims=self.rope_dims, biases=self.biases, causal=self.causal,
+        )  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_(self, **changes) -> RunConfig:
+        return replace(self, **changes)
+
+
+def build(cfg: RunConfig):
+    """(task, model) of a run, both on cfg.device in cfg.dtype, initialised from cfg.seed."""
+    dtype = DTYPES[cfg.dtype]
+    spec = cfg.spec
+    torch.manual_seed(cfg.seed)
+    if cfg.task == "teacher_student":
+        task = TeacherStudent(spec, cfg.seq_len, cfg.seed, dtype=dtype, device=cfg.device)
+        model = Student(spec, generator(cfg.seed, STREAM_MODEL), dtype=dtype, device=cfg.device)
+    else:
+        task = AssociativeRecall(cfg.vocab, cfg.pairs, cfg.seed, device=cfg.device)
+        model = TinyTransformer(
+            spec, task.n_tokens, task.seq_len, generator(cfg.seed, STREAM_MODEL), n_layers=cfg.n_layers,
+            norm=cfg.norm, mlp_ratio=cfg.mlp_ratio, dtype=dtype, device=cfg.device,
+        )  # fmt: skip
+    return task, model
+
+
+def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
+    params = list(params)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=0.0, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd_momentum":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+
+
+class _Deterministic:
+    """Turn on torch.use_deterministic_algorithms for the run and restore the previous setting."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def __enter__(self):
+        if self.device.startswith("cuda"):
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
+        self.before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def __exit__(self, *exc):
+        torch.use_deterministic_algorithms(self.before[0], warn_only=self.before[1])
+
+
+def _evaluate(task, model, batch) -> tuple[float, float]:
+    with torch.no_grad():
+        out = model(batch.inputs)
+        return task.loss(out, batch).item(), task.accuracy(out, batch)
+
+
+def _max_rel_change(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    return (after - before).abs().max() / before.abs().max()
+
+
+def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """Run `cfg`; return (metrics, summary).
+
+    metrics: one row per (step, attention layer), columns METRIC_COLUMNS (see the module docstring).
+    summary: final and mean values of the run (see `summarize`), its config, and its wall time.
+    Raises RunDiverged (naming the run and step) when the training loss is not finite.
+    """
+    with _Deterministic(cfg.device):
+        return _train(cfg, progress)
+
+
+def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
+    start = time.perf_counter()
+    spec = cfg.spec
+    task, model = build(cfg)
+    layers = model.attention_layers()
+    L, S = len(layers), cfg.steps
+    optimizer = make_optimizer(cfg, model.parameters())
+    eval_data = task.fixed_batch(cfg.eval_batch)
+    probe = task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
+
+    chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
+    theta0 = [layer.theta.detach().clone() for layer in layers]  # (P,) each
+    nan = float("nan")
+    # Per-(step, layer) measurements, kept on the device (no host sync in the loop) and fetched at the end.
+    rows = {c: torch.full((S, L), nan, dtype=torch.float64, device=cfg.device) for c in METRIC_COLUMNS[2:]}
+    for part, value in chance.items():
+        rows[f"chance_{part}"].fill_(value)
+    rows["lr"].fill_(cfg.lr)
+
+    bar = tqdm(total=S, desc=cfg.name, file=sys.stderr, disable=not progress, mininterval=2.0, dynamic_ncols=False, ncols=100)
+    for t in range(S):
+        measure = t % cfg.metrics_every == 0 or t == S - 1
+        if t % cfg.eval_every == 0 or t == S - 1:
+            eval_loss, eval_acc = _evaluate(task, model, eval_data)
+            rows["eval_loss"][t] = eval_loss
+            rows["eval_accuracy"][t] = eval_acc
+            bar.set_postfix(eval_loss=f"{eval_loss:.3g}", refresh=False)
+
+        before = [layer.theta.detach().clone() for layer in layers]  # theta_t, (P,) each
+        batch = task.train_batch(cfg.batch)
+        loss = task.loss(model(batch.inputs), batch)
+        if not torch.isfinite(loss):
+            bar.close()
+            raise RunDiverged(f"run {cfg.name} diverged: training loss is {loss.item()} at step {t}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        rows["loss"][t] = loss.detach()
+
+        with torch.no_grad():
+            for i, layer in enumerate(layers):
+                u = layer.theta - before[i]  # (P,) the optimizer's update
+                if cfg.rebalance == "project":
+                    applied = symmetry.project_out(spec, before[i], u)
+                    layer.theta.copy_(before[i] + applied)
+                    rows["rebalance_norm_removed"][t, i] = (u - applied).norm()
+                    u = layer.theta - before[i]  # the update actually applied (after rounding)
+                if measure:
+                    rows["update_norm"][t, i] = u.norm()
+                    for part, value in symmetry.overlap(spec, before[i], u).items():
+                        rows[f"overlap_{part}"][t, i] = value
+            if cfg.rebalance == "balance" and (t + 1) % cfg.rebalance_interval == 0:
+                for i, layer in enumerate(layers):
+                    out_before = model(probe.inputs)
+                    norm_before = layer.theta.norm()
+                    layer.theta.copy_(symmetry.balance(spec, layer.theta))
+                    rows["rebalance_function_change"][t, i] = _max_rel_change(out_before, model(probe.inputs))
+                    rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
+            if measure:
+                for i, layer in enumerate(layers):
+                    for part, value in symmetry.imbalance_drift(spec, theta0[i], layer.theta).items():
+                        rows[f"drift_{part}"][t, i] = value
+        bar.update()
+    bar.close()
+
+    final_eval_loss, final_eval_accuracy = _evaluate(task, model, eval_data)  # at theta_S, after the last update
+    columns = {c: v.cpu().reshape(-1).numpy() for c, v in rows.items()}  # row-major: (step, layer)
+    metrics = pd.DataFrame(
+        {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(), **columns}
+    )[list(METRIC_COLUMNS)]
+    if not task.has_accuracy:
+        metrics["eval_accuracy"] = nan
+    summary = summarize(metrics)
+    summary.update(
+        final_eval_loss=final_eval_loss,
+        final_eval_accuracy=final_eval_accuracy if task.has_accuracy else nan,
+        steps=S,
+        parameters_per_layer=int(theta0[0].numel()),
+        attention_layers=L,
+        seconds=time.perf_counter() - start,
+        config=cfg.to_dict(),
+    )
+    return metrics, summary
+
+
+def summarize(metrics: pd.DataFrame) -> dict:
+    """Per-run numbers from the per-step metrics (means over steps and layers; NaN-aware)."""
+    last_step = metrics[metrics["step"] == metrics["step"].max()]
+
+    def mean(col, frame=metrics):
+        return float(frame[col].mean()) if frame[col].notna().any() else math.nan
+
+    def maximum(col):
+        return float(metrics[col].max()) if metrics[col].notna().any() else math.nan
+
+    return {
+        "final_loss": mean("loss", last_step),
+        "mean_overlap_all": mean("overlap_all"),
+        "mean_overlap_query_key": mean("overlap_query_key"),
+        "mean_overlap_value_output": mean("overlap_value_output"),
+        "max_overlap_all": maximum("overlap_all"),
+        "chance_all": mean("chance_all"),
+        "mean_update_norm": mean("update_norm"),
+        "max_rebalance_function_change": maximum("rebalance_function_change"),
+        "mean_rebalance_norm_removed": mean("rebalance_norm_removed"),
+        "final_drift_query_key": mean("drift_query_key", last_step),
+        "final_drift_value_output": mean("drift_value_output", last_step),
+    }

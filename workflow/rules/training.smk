@@ -1,0 +1,87 @@
+# Training sweeps with and without rebalancing (issue 5): one job per run, then one aggregation.
+# Grids, steps, seeds and optimizers come from config `training:` (see attnid.sweep).
+
+TRAINING = config["training"]
+TRAIN_RUN = f"{RESULTS}/training/runs/{{task}}/{{optimizer}}/{{rebalance}}/h{{heads}}/s{{seed}}"
+
+
+def training_runs():
+    """Wildcards of every run (as attnid.sweep.runs, without importing torch into the DAG)."""
+    for section in TRAINING["tasks"]:
+        for optimizer in section["optimizers"]:
+            for rebalance in TRAINING["rebalance"]:
+                for heads in section["heads"]:
+                    for seed in TRAINING["seeds"]:
+                        yield dict(task=section["task"], optimizer=optimizer["name"], rebalance=rebalance, heads=heads, seed=seed)
+
+
+def train_run_params(wildcards):
+    """The part of `training:` that defines this run (editing another run's settings reruns only that run)."""
+    (section,) = [s for s in TRAINING["tasks"] if s["task"] == wildcards.task]
+    (optimizer,) = [o for o in section["optimizers"] if o["name"] == wildcards.optimizer]
+    section = {k: v for k, v in section.items() if k != "heads"} | {"optimizers": [optimizer]}
+    common = {k: v for k, v in TRAINING.items() if k not in ("tasks", "seeds", "rebalance", "checks")}
+    return common | {"tasks": [section]}
+
+
+def training_outputs(name):
+    return [f"{TRAIN_RUN}/{name}".format(**run) for run in training_runs()]
+
+
+rule train_run:
+    output:
+        metrics=f"{TRAIN_RUN}/metrics.parquet",
+        summary=f"{TRAIN_RUN}/summary.json",
+    log:
+        logfile("training/{task}/{optimizer}/{rebalance}/h{heads}/s{seed}"),
+    benchmark:
+        benchfile("training/{task}/{optimizer}/{rebalance}/h{heads}/s{seed}")
+    wildcard_constraints:
+        task="[a-z_]+",
+        optimizer="[a-z_]+",
+        rebalance="none|project|balance",
+        heads=r"\d+",
+        seed=r"\d+",
+    threads: 1  # one small model per job: torch uses exactly this many threads
+    resources:
+        gpu=1 if config["device"] == "cuda" else 0,
+    conda:
+        CONDA_ENV
+    params:
+        training=train_run_params,
+        device=config["device"],
+    script:
+        "../scripts/train_run.py"
+
+
+rule training_aggregate:
+    input:
+        summaries=training_outputs("summary.json"),
+        metrics=training_outputs("metrics.parquet"),
+    output:
+        summary=f"{RESULTS}/training/summary.parquet",
+        metrics=f"{RESULTS}/training/metrics.parquet",
+        checks=f"{RESULTS}/training/checks.csv",
+        tex=f"{RESULTS}/tables/training.tex",
+        csv=f"{RESULTS}/tables/training.csv",
+        macros=f"{RESULTS}/macros/training.tex",
+    log:
+        logfile("training_aggregate"),
+    benchmark:
+        benchfile("training_aggregate")
+    conda:
+        CONDA_ENV
+    params:
+        checks=TRAINING["checks"],
+    script:
+        "../scripts/training_aggregate.py"
+
+
+TARGETS["data"] += [
+    rules.training_aggregate.output.summary,
+    rules.training_aggregate.output.metrics,
+    rules.training_aggregate.output.checks,
+    rules.training_aggregate.output.macros,
+]
+TARGETS["tables"] += [rules.training_aggregate.output.tex, rules.training_aggregate.output.csv]
+MACRO_FRAGMENTS.append(rules.training_aggregate.output.macros)
