@@ -2,7 +2,9 @@
 # (never per-run files) and writes results/figures/<name>.pdf (paper) and .png (notebooks, report).
 # Include this file after the topic files whose results it plots.
 
-FIGLIB = "workflow/scripts/figlib.py"  # shared plotting helpers: a change reruns the figures
+FIGLIB = (
+    "workflow/scripts/figlib.py"  # shared plotting helpers: a change reruns the figures
+)
 
 
 def figure_output(name, category, subcategory=None):
@@ -95,7 +97,13 @@ rule fig_conserved:
         "../scripts/fig_conserved.py"
 
 
-FIGURE_RULES = [rules.fig_ratio, rules.fig_architectures, rules.fig_overlap, rules.fig_loss, rules.fig_conserved]
+FIGURE_RULES = [
+    rules.fig_ratio,
+    rules.fig_architectures,
+    rules.fig_overlap,
+    rules.fig_loss,
+    rules.fig_conserved,
+]
 for figure_rule in FIGURE_RULES:
     data = [f for name, f in figure_rule.input.items() if name != "helper"]
     if producible(*data):

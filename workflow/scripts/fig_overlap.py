@@ -38,7 +38,7 @@ def plot(metrics: pd.DataFrame, value: str = "overlap_all", chance: str = "chanc
         for hi, h in enumerate(heads):
             color = PALETTE[hi % len(PALETTE)]
             if (task, h) in levels.index:
-                ax.axhline(levels[(task, h)], color=color, ls=CHANCE_STYLE, lw=0.8)
+                ax.axhline(levels[(task, h)], color=color, ls=CHANCE_STYLE, lw=0.8, gid="chance")
             for mi, mode in enumerate(modes):
                 sel = band[(band.task == task) & (band.optimizer == opt) & (band.rebalance == mode) & (band.heads == h)]
                 if sel.empty:

@@ -60,7 +60,11 @@ def largest_heads(df: pd.DataFrame) -> int:
 
 
 def label_grid(axes, rows: list[str], cols: list[str], ylabel: str) -> None:
-    """Column titles on the top row, 'row name' + ylabel on the left column, x label on the bottom."""
+    """Column titles on the top row, 'row name' + ylabel on the left column, x label on the bottom;
+    panels without data (a combination the preset does not sweep) say so."""
+    for ax in axes.flat:
+        if not any(len(ln.get_xdata()) > 2 for ln in ax.lines):  # axhline has 2 points
+            ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center", color="0.5")
     for j, col in enumerate(cols):
         axes[0, j].set_title(col, fontsize=7)
     for i, row in enumerate(rows):

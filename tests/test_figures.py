@@ -1,0 +1,138 @@
+"""Figures, notebooks and the macros script: plotting from synthetic aggregated results.
+
+The figure scripts live in workflow/scripts/ (Snakemake `script:` glue); each exposes
+`plot(**tables) -> Figure`, tested here without Snakemake on small synthetic tables.
+"""
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnid import AttentionSpec, count
+from attnid.plotting import save
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "workflow" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import fig_architectures  # noqa: E402
+import fig_conserved  # noqa: E402
+import fig_loss  # noqa: E402
+import fig_overlap  # noqa: E402
+import fig_ratio  # noqa: E402
+import figlib  # noqa: E402
+import macros  # noqa: E402
+
+FIGURES = ["ratio", "architectures", "overlap", "loss", "conserved"]
+
+
+@pytest.fixture(scope="module")
+def ratios():
+    """A small ratio grid in the columns of results/counting/ratios.csv, counted exactly."""
+    rows, d = [], 16
+    for heads, groups, rope, biases in itertools.product([1, 2, 4, 8], [1, 2, None], ["none", "half", "full"], ["none", "qkvo"]):
+        groups = heads if groups is None else groups
+        if heads % groups:
+            continue
+        k = d // heads
+        p = {"none": 0, "half": k // 4 * 2, "full": k}[rope]
+        spec = AttentionSpec(d, heads, groups, rope_dims=p, biases=biases)
+        c = count(spec)
+        rows.append(dict(label=spec.label, variant="MHA" if groups == heads else "GQA", d_model=d, n_heads=heads, n_kv_heads=groups,
+                         d_head_qk=k, d_head_v=k, rope=rope, rope_dims=p, biases=biases, causal=False, total=c.total,
+                         unidentified=c.unidentified, identified=c.identified, ratio=c.ratio, **c.breakdown))  # fmt: skip
+    return pd.DataFrame(rows).drop_duplicates("label")
+
+
+@pytest.fixture(scope="module")
+def metrics():
+    """Synthetic results/training/metrics.parquet: 2 tasks x 2 optimizers x 2 modes x 2 heads x 2 seeds."""
+    frames = []
+    for task, opt, mode, heads, seed in itertools.product(["teacher_student", "recall"], ["sgd", "adam"], ["none", "balance"], [2, 4], [0, 1]):
+        steps = np.arange(0, 40, 4)
+        for layer in [0] if task == "teacher_student" else [0, 1]:
+            overlap = np.full(len(steps), 1e-16 if opt == "sgd" else 0.1 * (1 + seed + layer))
+            frames.append(pd.DataFrame(dict(
+                task=task, optimizer=opt, rebalance=mode, heads=heads, seed=seed, layer=layer, step=steps,
+                loss=np.exp(-steps / 20) + seed, eval_loss=np.where(steps % 20 == 0, 1.0, np.nan), overlap_all=overlap,
+                chance_all=1 / heads, drift_query_key=1e-3 * steps, drift_value_output=2e-3 * steps,
+            )))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_seed_band_averages_layers_then_takes_mean_and_range_over_seeds(metrics):
+    band = figlib.seed_band(metrics, ["task", "optimizer", "rebalance", "heads"], "overlap_all")
+    row = band[(band.task == "recall") & (band.optimizer == "adam") & (band.rebalance == "none") & (band.heads == 2) & (band.step == 0)]
+    # layers 0 and 1 of seed s: 0.1 (1 + s) and 0.1 (2 + s) -> per-run mean 0.1 (1.5 + s); seeds 0, 1
+    assert row["mean"].item() == pytest.approx(0.2)
+    assert (row["low"].item(), row["high"].item()) == pytest.approx((0.15, 0.25))
+    assert row["n_seeds"].item() == 2
+
+
+def test_ratio_figure_draws_the_exact_counts_and_the_measured_points(ratios):
+    points = ratios[["label", "ratio"]].rename(columns={"ratio": "ratio_measured"}).iloc[::3]
+    fig = fig_ratio.plot(ratios, points)
+    axes = fig.axes
+    assert len(axes) == 3
+    mha = ratios[(ratios.n_kv_heads == ratios.n_heads) & (ratios.rope == "none") & (ratios.biases == "none")].sort_values("n_heads")
+    line = next(ln for ln in axes[0].lines if ln.get_label().startswith("MHA"))
+    assert np.allclose(line.get_xdata(), mha.n_heads) and np.allclose(line.get_ydata(), mha.ratio)
+    assert np.allclose(line.get_ydata(), 1 / (2 * mha.n_heads))  # the closed form of Proposition 1
+    measured = np.concatenate([ln.get_ydata() for ax in axes for ln in ax.lines if ln.get_marker() == "o"])
+    assert len(measured) > 0 and set(np.round(measured, 12)) <= set(np.round(points.ratio_measured, 12))
+    gqa_labels = [ln.get_label() for ln in axes[0].lines]
+    assert "GQA, $G = 1$" in gqa_labels and "GQA, $G = 2$" in gqa_labels
+
+
+def test_architectures_figure_shows_the_identified_share():
+    arch = pd.DataFrame(dict(model=["A", "B"], n_heads=[4, 8], total=[100, 200], identified=[75, 190], model_unidentified=[25e6, 1e4]))
+    fig = fig_architectures.plot(arch)
+    dots = fig.axes[0].lines[0]
+    assert np.allclose(sorted(dots.get_xdata()), [75.0, 95.0])
+
+
+@pytest.mark.parametrize("module", [fig_overlap, fig_loss, fig_conserved])
+def test_training_figures_have_one_panel_per_task_and_column(module, metrics, tmp_path):
+    fig = module.plot(metrics)
+    columns = 2  # optimizers (overlap, loss) or the two conserved parts
+    assert len([ax for ax in fig.axes if ax.has_data()]) == 2 * columns
+    save(fig, tmp_path / "f.pdf", tmp_path / "f.png")
+    assert (tmp_path / "f.pdf").stat().st_size > 1000 and (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_overlap_figure_marks_the_chance_level(metrics):
+    fig = fig_overlap.plot(metrics)
+    levels = {round(ln.get_ydata()[0], 12) for ln in fig.axes[0].lines if ln.get_gid() == "chance"}
+    assert levels == {0.5, 0.25}  # 1 / heads for heads 2 and 4
+
+
+def test_every_figure_has_a_script_and_a_report_caption():
+    for name in FIGURES:
+        assert (SCRIPTS / f"fig_{name}.py").is_file()
+        assert len((ROOT / "workflow" / "report" / f"{name}.rst").read_text().split()) > 20
+
+
+@pytest.mark.parametrize("name", ["01_counting", "02_jacobian", "03_training"])
+def test_notebooks_are_stored_clean_with_language_info(name):
+    nb = json.loads((ROOT / "notebooks" / f"{name}.py.ipynb").read_text())
+    assert nb["metadata"]["language_info"]["name"] == "python"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert "snakemake.input" in "".join("".join(c["source"]) for c in code)
+
+
+def test_macros_are_combined_and_a_duplicate_is_refused():
+    a, b = "\\newcommand{\\Alpha}{1}\n", "\\newcommand{\\Beta}{2}\n"
+    text = macros.combine({"a.tex": a, "b.tex": b}, {"Gamma": "3"})
+    assert macros.defined_names(text) == ["Alpha", "Beta", "Gamma"]
+    with pytest.raises(ValueError, match=r"\\Alpha: a.tex, c.tex"):
+        macros.combine({"a.tex": a, "c.tex": a})
+
+
+def test_number_format():
+    assert [macros.number(x) for x in (0.0625, 1234, 3.5, 2.5e-9)] == ["0.0625", "1{,}234", "3.50", r"\ensuremath{2.5\times10^{-9}}"]

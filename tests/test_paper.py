@@ -1,0 +1,118 @@
+"""The paper: every number in the built PDF equals the results it comes from.
+
+Uses results/paper/main.pdf when the pipeline has built it here; otherwise builds the whole DAG
+with the smoke preset in a temporary copy of the repository (slow). Needs latexmk (TeX) and
+pdftotext (poppler-utils); the PDF checks are skipped, with that reason, only when they are absent.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+
+import paper  # noqa: E402
+
+MACRO = re.compile(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}\s*$")
+NEEDS_TEX = pytest.mark.skipif(
+    shutil.which("latexmk") is None or shutil.which("pdftotext") is None,
+    reason="latexmk or pdftotext missing: apt-get install latexmk texlive-latex-recommended poppler-utils",
+)
+
+
+def test_paper_rule_stops_at_once_without_latexmk(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(SystemExit, match="apt-get install -y --no-install-recommends latexmk"):
+        paper.require_latexmk()
+
+
+def test_latex_errors_name_the_undefined_macro():
+    log = "./paper/main.tex:42: Undefined control sequence.\nl.42 ...a grid of \\VerifiedSpecs\n"
+    assert paper.latex_errors(log) == ["./paper/main.tex:42: Undefined control sequence. l.42 ...a grid of \\VerifiedSpecs"]
+
+
+def read_macros(path: Path) -> dict[str, str]:
+    return {m.group(1): m.group(2) for line in path.read_text().splitlines() if (m := MACRO.match(line))}
+
+
+def as_text(value: str) -> str | None:
+    """How a numeric macro value reads in pdftotext output; None if it is not a plain number."""
+    text = value.replace("{,}", ",").replace("\\,", "").replace("$", "")
+    return text if re.fullmatch(r"-?[\d,]*\.?\d+", text) else None
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(repository root whose results/ holds a built paper, PDF text with whitespace collapsed)."""
+    if shutil.which("latexmk") is None or shutil.which("pdftotext") is None:
+        pytest.skip("latexmk or pdftotext missing: apt-get install latexmk texlive-latex-recommended poppler-utils")
+    root = ROOT
+    if not (ROOT / "results/paper/main.pdf").is_file():
+        root = tmp_path_factory.mktemp("repo")
+        files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
+        for rel in files.stdout.splitlines():
+            if (ROOT / rel).is_file():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, root / rel)
+        cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "paper", "--configfile", "config/smoke.yaml"]
+        out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=os.environ)
+        assert out.returncode == 0, out.stderr[-4000:]
+    text = subprocess.run(["pdftotext", str(root / "results/paper/main.pdf"), "-"], capture_output=True, text=True, check=True).stdout
+    return root, " ".join(text.replace("\u2212", "-").split())
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_every_macro_the_paper_uses_is_generated(built):
+    root, _ = built
+    used = set(re.findall(r"\\([A-Za-z]+)", (root / "paper/main.tex").read_text()))
+    defined = read_macros(root / "results/tables/macros.tex")
+    generated_style = {n for n in used if re.match(r"(Paper|Count|Ratio|Unidentified|AttnParams|Num|Provenance|Verif|Sym|Train)", n)}
+    assert generated_style <= set(defined), sorted(generated_style - set(defined))
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_numbers_in_the_text_are_the_macro_values(built):
+    root, text = built
+    tex = (root / "paper/main.tex").read_text()
+    checked = 0
+    for name, value in read_macros(root / "results/tables/macros.tex").items():
+        expected = as_text(value)
+        if expected is not None and re.search(rf"\\{name}(?![A-Za-z])", tex):
+            assert expected in text, f"\\{name} = {expected} not in the PDF"
+            checked += 1
+    assert checked >= 10
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_numbers_in_the_pdf_match_the_results(built):
+    """Independent of the macros: recompute a few numbers from the aggregated results."""
+    root, text = built
+    res = root / "results"
+    ratios = pd.read_csv(res / "counting/ratios.csv")
+    assert f"grid of {len(ratios)} configurations of width d = {ratios.d_model.iloc[0]}" in text
+    arch = pd.read_csv(res / "counting/architectures.csv")
+    for row in arch.itertuples():  # whole-model counts as in the architectures table
+        assert f"{row.model_unidentified:,}" in text, row.model
+    verification = pd.read_csv(res / "jacobian/verification.csv")
+    passed = int(verification["passed"].astype(bool).sum())
+    assert f"Of its {len(verification)} configurations, {passed} agree" in text
+    summary = pd.read_parquet(res / "training/summary.parquet")
+    assert f"The sweep has {len(summary)} runs" in text
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_no_unresolved_references_or_missing_pieces(built):
+    _, text = built
+    assert "??" not in text and "[?]" not in text
+    assert "nan" not in text.lower().split()
