@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/counting.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/training.smk"
+include: "workflow/rules/symmetry.smk"
 # figures, notebooks, paper: keep these last (they read the outputs of the topic rules above)
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/notebooks.smk"

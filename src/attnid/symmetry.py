@@ -50,6 +50,7 @@ d x d matrix Phi P_K Phi^T is assembled in closed form from the per-group eigenb
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import contextmanager
 
@@ -416,9 +417,12 @@ def project_out(spec: AttentionSpec, theta: torch.Tensor, update: torch.Tensor) 
     return update - project(spec, theta, update)
 
 
-def overlap(spec: AttentionSpec, theta: torch.Tensor, vec: torch.Tensor) -> dict:
-    """||P_T v|| / ||v|| overall ('all') and per part (||P_part v_part|| / ||v_part||); nan for a zero vector."""
-    proj = Projector(spec, theta)
+def overlap(spec: AttentionSpec, theta: torch.Tensor, vec: torch.Tensor, projector: Projector | None = None) -> dict:
+    """||P_T v|| / ||v|| overall ('all') and per part (||P_part v_part|| / ||v_part||); nan for a zero vector.
+
+    Pass `projector` (a :class:`Projector` at theta) to reuse its set-up.
+    """
+    proj = projector or Projector(spec, theta)
     pv = proj(vec)
     out = {"all": (pv.norm() / vec.norm()).item()}
     for part in PARTS:
@@ -495,6 +499,26 @@ def act(spec: AttentionSpec, theta: torch.Tensor, qk: torch.Tensor | None = None
         N = vo.to(device=theta.device, dtype=COMPUTE_DTYPE)
         V, O = vo_stack(spec, w)
         out.update(vo_unstack(spec, V @ N, torch.linalg.solve(N, O.mT).mT))
+    return layout.flatten(out).to(theta.dtype)
+
+
+def act_heads(spec: AttentionSpec, theta: torch.Tensor, qk_heads: torch.Tensor) -> torch.Tensor:
+    """Query head h by its own M_h (qk_heads (H, k, k)); the keys of group g by M_{first head of g}^{-T}.
+
+    A group element only when M_h is the same for all heads of a group (and in the RoPE commutant):
+    with distinct M_h inside a GQA group the shared key cannot follow, and the function changes.
+    """
+    layout = Layout(spec)
+    w = _blocks64(spec, theta)
+    M = qk_heads.to(device=theta.device, dtype=COMPUTE_DTYPE)  # (H, k, k)
+    out = dict(w)
+    out["W_Q"] = w["W_Q"] @ M
+    if "b_Q" in w:
+        out["b_Q"] = (w["b_Q"][:, None, :] @ M)[:, 0]
+    first = M[:: spec.group_size]  # (G, k, k)
+    _, K = qk_stack(spec, w)
+    Q, _ = qk_stack(spec, out)
+    out.update(qk_unstack(spec, Q, torch.linalg.solve(first, K.mT).mT))
     return layout.flatten(out).to(theta.dtype)
 
 
@@ -605,18 +629,176 @@ def imbalance(spec: AttentionSpec, theta: torch.Tensor) -> dict:
     return {"query_key": commutant(spec, Q.mT @ Q - K.mT @ K), "value_output": V.mT @ V - O.mT @ O}
 
 
-def imbalance_drift(spec: AttentionSpec, theta0: torch.Tensor, theta1: torch.Tensor) -> dict:
-    """Relative change of the conserved quantities: ||I(theta1) - I(theta0)||_F / scale(theta0).
-
-    scale = ||Q^T Q||_F + ||K^T K||_F (query_key) or ||V^T V||_F + ||O^T O||_F (value_output) at
-    theta0 (over all groups), which stays away from zero even at a balanced point where I = 0.
-    """
-    i0, i1 = imbalance(spec, theta0), imbalance(spec, theta1)
+def imbalance_reference(spec: AttentionSpec, theta0: torch.Tensor) -> dict:
+    """What :func:`imbalance_drift` needs of theta0, computed once: {"imbalance": ..., "scale": ...}."""
     w = _blocks64(spec, theta0)
     Q, K = qk_stack(spec, w)
     V, O = vo_stack(spec, w)
     scale = {
-        "query_key": (Q.mT @ Q).norm() + (K.mT @ K).norm(),
-        "value_output": (V.mT @ V).norm() + (O.mT @ O).norm(),
+        "query_key": ((Q.mT @ Q).norm() + (K.mT @ K).norm()).item(),
+        "value_output": ((V.mT @ V).norm() + (O.mT @ O).norm()).item(),
     }
-    return {part: ((i1[part] - i0[part]).norm() / scale[part]).item() for part in PARTS}
+    return {"imbalance": imbalance(spec, theta0), "scale": scale}
+
+
+def imbalance_drift(spec: AttentionSpec, theta0: torch.Tensor | None, theta1: torch.Tensor, reference: dict | None = None) -> dict:
+    """Relative change of the conserved quantities: ||I(theta1) - I(theta0)||_F / scale(theta0).
+
+    scale = ||Q^T Q||_F + ||K^T K||_F (query_key) or ||V^T V||_F + ||O^T O||_F (value_output) at
+    theta0 (over all groups), which stays away from zero even at a balanced point where I = 0.
+    `reference` = imbalance_reference(spec, theta0) skips recomputing theta0's part (theta0 may then be None).
+    """
+    ref = reference or imbalance_reference(spec, theta0)
+    i1 = imbalance(spec, theta1)
+    return {part: ((i1[part] - ref["imbalance"][part]).norm() / ref["scale"][part]).item() for part in PARTS}
+
+
+# --------------------------------------------------------------------------------------------
+# Checks on a grid of specs (results/symmetry/checks.csv)
+# --------------------------------------------------------------------------------------------
+
+
+def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 6), max_dense: int = 2000) -> dict:
+    """Every property of the toolkit measured at one random point (float64), as one row.
+
+    Function changes are max |Y(theta') - Y(theta)| / max |Y(theta)| on a random batch. Projection errors
+    use random vectors u, w: idempotence ||P P u - P u|| / ||u||, adjointness |<P u, w> - <u, P w>| /
+    (||u|| ||w||), null residual (||J P u|| / ||P u||) / (||J w|| / ||w||) (J: Jacobian of theta -> Y, by
+    jvp). dim_T is the trace of the dense projector (only when P <= max_dense; else -1).
+    """
+    from .attention import attention
+
+    gen = torch.Generator().manual_seed(seed)
+    layout = Layout(spec)
+    P = layout.size
+    theta = layout.init(gen, dtype=COMPUTE_DTYPE)
+    x = torch.randn(*batch, spec.d_model, generator=gen, dtype=COMPUTE_DTYPE)
+    target = torch.randn(*batch, spec.d_model, generator=gen, dtype=COMPUTE_DTYPE)
+    y = attention(theta, x, spec, layout)
+    scale = y.abs().max()
+
+    def change(other):
+        return ((attention(other, x, spec, layout) - y).abs().max() / scale).item()
+
+    H, r, k = spec.H, spec.group_size, spec.d_head_qk
+    qk, vo = group_element(spec, gen)
+    perm = [(h // r) * r + (h % r + 1) % r for h in range(H)]  # rotate the heads inside each group
+    perm = [(q + r) % H for q in perm]  # and the groups
+    generic, _ = group_element(spec, gen, allowed=False)
+    per_head = commutant(spec, torch.eye(k, dtype=COMPUTE_DTYPE) + 0.3 * torch.randn(H, k, k, generator=gen, dtype=COMPUTE_DTYPE) / math.sqrt(k))
+
+    proj = Projector(spec, theta)
+    u, w = torch.randn(2, P, generator=gen, dtype=COMPUTE_DTYPE)
+    pu, pw = proj(u), proj(w)
+    _, J_pu = torch.func.jvp(lambda t: attention(t, x, spec, layout), (theta,), (pu,))
+    _, J_w = torch.func.jvp(lambda t: attention(t, x, spec, layout), (theta,), (w,))
+    grad = torch.func.grad(lambda t: ((attention(t, x, spec, layout) - target) ** 2).sum())(theta)
+
+    balanced = balance(spec, theta)
+    imb0, imb1 = imbalance(spec, theta), imbalance(spec, balanced)
+    counted = count(spec).unidentified
+    dim_T = round(torch.trace(proj(torch.eye(P, dtype=COMPUTE_DTYPE))).item()) if P <= max_dense else -1
+    nan = float("nan")
+    return {
+        "label": spec.label,
+        **{f: getattr(spec, f) for f in ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "causal")},
+        "biases": spec.biases or "none",
+        "seed": seed,
+        "P": P,
+        "dim_count": counted,
+        "dim_T": dim_T,
+        "dim_match": dim_T == counted,
+        "change_allowed": change(act(spec, theta, qk, vo)),
+        "change_permutation": change(permute_heads(spec, theta, perm)),
+        "change_noncommuting": change(act(spec, theta, generic)) if spec.rope_dims else nan,
+        "change_per_head": change(act_heads(spec, theta, per_head)) if r > 1 else nan,
+        "idempotence_error": ((proj(pu) - pu).norm() / u.norm()).item(),
+        "adjointness_error": (abs((pu @ w - u @ pw).item()) / (u.norm() * w.norm())).item(),
+        "null_residual": ((J_pu.norm() / pu.norm()) / (J_w.norm() / w.norm())).item(),
+        "gradient_overlap": overlap(spec, theta, grad, proj)["all"],
+        "chance_overlap": chance_overlap(spec),
+        "balance_change": change(balanced),
+        "balance_residual": max(imb1[p].abs().max().item() / max(imb0[p].abs().max().item(), 1e-300) for p in PARTS),
+        "balance_idempotence": ((balance(spec, balanced) - balanced).abs().max() / balanced.abs().max()).item(),
+        "norm_before": theta.norm().item(),
+        "norm_after": balanced.norm().item(),
+    }
+
+
+def grid_specs(d_model: int, heads, kv_groups, head_dims, rope, biases) -> list[AttentionSpec]:
+    """The check grid: H in heads, G in kv_groups dividing H, d_head_qk = d_head_v in head_dims, each RoPE
+    variant (none/half/full, via attnid.counting.rope_dims_for; repeats skipped) and bias subset."""
+    from .counting import rope_dims_for
+
+    specs = []
+    for H, G, dh, variant, b in itertools.product(heads, kv_groups, head_dims, rope, biases):
+        if H % G:
+            continue
+        spec = AttentionSpec(d_model, H, G, d_head_qk=dh, d_head_v=dh, rope_dims=rope_dims_for(variant, dh), biases=b)
+        if spec not in specs and (variant == "none" or spec.rope_dims):
+            specs.append(spec)
+    return specs
+
+
+def check_grid(grid: dict):
+    """One :func:`check_spec` row per spec of :func:`grid_specs` and seed: a DataFrame."""
+    import pandas as pd
+
+    specs = grid_specs(grid["d_model"], grid["heads"], grid["kv_groups"], grid["head_dims"], grid["rope"], grid["biases"])
+    rows = [check_spec(spec, seed, tuple(grid["batch"]), grid["max_dense"]) for spec in specs for seed in grid["seeds"]]
+    return pd.DataFrame(rows)
+
+
+# (name, column, how to reduce over the grid, bound the paper states, direction of the bound)
+SUMMARY = [
+    ("function change, allowed action", "change_allowed", "max", 1e-10, "<"),
+    ("function change, head permutation", "change_permutation", "max", 1e-10, "<"),
+    ("function change, generic M under RoPE", "change_noncommuting", "min", 1e-3, ">"),
+    ("function change, per-head M in a GQA group", "change_per_head", "min", 1e-3, ">"),
+    ("projection idempotence error", "idempotence_error", "max", 1e-10, "<"),
+    ("projection self-adjointness error", "adjointness_error", "max", 1e-10, "<"),
+    ("Jacobian null-space residual", "null_residual", "max", 1e-10, "<"),
+    ("gradient overlap", "gradient_overlap", "max", 1e-8, "<"),
+    ("balance: function change", "balance_change", "max", 1e-10, "<"),
+    ("balance: imbalance left", "balance_residual", "max", 1e-10, "<"),
+    ("balance: norm after / before", "norm_ratio", "max", 1.0, "<"),
+]
+
+
+def summarize(checks):
+    """The paper's short table: per property the worst value over the grid (max, or min for the changes that
+    must be large), the bound, its direction and pass/fail; the first row is the share of specs with dim T = count."""
+    import pandas as pd
+
+    df = checks.assign(norm_ratio=checks.norm_after / checks.norm_before)
+    rows = [{"check": "dim T = count", "worst": float(df.dim_match.mean()), "bound": 1.0, "direction": "=", "passed": bool(df.dim_match.all()), "specs": len(df)}]
+    for name, column, how, bound, direction in SUMMARY:
+        values = df[column].dropna()
+        worst = float(getattr(values, how)()) if len(values) else float("nan")
+        passed = bool(len(values) == 0 or (worst < bound if direction == "<" else worst > bound))
+        rows.append({"check": name, "worst": worst, "bound": bound, "direction": direction, "passed": passed, "specs": int(len(values))})
+    return pd.DataFrame(rows)
+
+
+def latex_number(x: float) -> str:
+    """3.1e-16 -> '\\ensuremath{3.1\\times10^{-16}}' (plain for 0.01 <= |x| < 1000 or 0, 'n/a' for nan)."""
+    if x != x:
+        return "n/a"
+    if x == 0 or 1e-2 <= abs(x) < 1e3:
+        return f"{x:.3g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"\\ensuremath{{{mantissa}\\times10^{{{int(exponent)}}}}}"
+
+
+def summary_latex(summary):
+    """The summary table with LaTeX-formatted cells (columns: check, worst over the grid, bound, specs)."""
+    import pandas as pd
+
+    rows = []
+    for row in summary.itertuples():
+        if row.direction == "=":  # the share of specs where dim T = count
+            worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
+        else:
+            worst, bound = latex_number(row.worst), f"${row.direction}$ " + latex_number(row.bound)
+        rows.append({"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,51 @@
+# Symmetry toolkit checks (issue 4): every property of attnid.symmetry measured on a grid of specs,
+# a summary table for the paper and its macros. Grid from config `symmetry:`.
+
+
+rule symmetry_checks:
+    output:
+        f"{RESULTS}/symmetry/checks.csv",
+    log:
+        logfile("symmetry_checks"),
+    benchmark:
+        benchfile("symmetry_checks")
+    conda:
+        CONDA_ENV
+    threads: 1  # many tiny float64 problems: torch uses exactly this many threads
+    params:
+        grid=config["symmetry"],
+    script:
+        "../scripts/symmetry_checks.py"
+
+
+rule symmetry_table:
+    input:
+        f"{RESULTS}/symmetry/checks.csv",
+    output:
+        tex=f"{RESULTS}/tables/symmetry.tex",
+        csv=f"{RESULTS}/tables/symmetry.csv",
+    log:
+        logfile("symmetry_table"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/symmetry_table.py"
+
+
+rule symmetry_macros:
+    input:
+        checks=f"{RESULTS}/symmetry/checks.csv",
+        summary=f"{RESULTS}/tables/symmetry.csv",
+    output:
+        f"{RESULTS}/macros/symmetry.tex",
+    log:
+        logfile("symmetry_macros"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/symmetry_macros.py"
+
+
+TARGETS["data"] += [*rules.symmetry_checks.output, *rules.symmetry_macros.output]
+TARGETS["tables"] += [rules.symmetry_table.output.tex, rules.symmetry_table.output.csv]
+MACRO_FRAGMENTS.append(rules.symmetry_macros.output[0])
