@@ -1,23 +1,10 @@
 # Figures (issue 6): one rule per figure, named after it; each reads aggregated results only
 # (never per-run files) and writes results/figures/<name>.pdf (paper) and .png (notebooks, report).
+# The PNG goes into `snakemake --report` with its caption (workflow/report/<name>.rst).
 # Include this file after the topic files whose results it plots.
 
-FIGLIB = (
-    "workflow/scripts/figlib.py"  # shared plotting helpers: a change reruns the figures
-)
-
-
-def figure_output(name, category, subcategory=None):
-    """PDF and PNG of one figure; the PNG goes into the Snakemake report with its caption."""
-    return {
-        "pdf": f"{RESULTS}/figures/{name}.pdf",
-        "png": report(
-            f"{RESULTS}/figures/{name}.png",
-            caption=f"../report/{name}.rst",
-            category=category,
-            subcategory=subcategory,
-        ),
-    }
+# shared plotting helpers: a change reruns the figures
+FIGLIB = "workflow/scripts/figlib.py"
 
 
 def producible(*paths):
@@ -32,7 +19,12 @@ rule fig_ratio:
         points=f"{RESULTS}/jacobian/ratio_points.csv",
         helper=FIGLIB,
     output:
-        **figure_output("ratio", "Counting"),
+        pdf=f"{RESULTS}/figures/ratio.pdf",
+        png=report(
+            f"{RESULTS}/figures/ratio.png",
+            caption="../report/ratio.rst",
+            category="Counting",
+        ),
     log:
         logfile("fig_ratio"),
     conda:
@@ -46,7 +38,12 @@ rule fig_architectures:
         architectures=f"{RESULTS}/counting/architectures.csv",
         helper=FIGLIB,
     output:
-        **figure_output("architectures", "Counting"),
+        pdf=f"{RESULTS}/figures/architectures.pdf",
+        png=report(
+            f"{RESULTS}/figures/architectures.png",
+            caption="../report/architectures.rst",
+            category="Counting",
+        ),
     log:
         logfile("fig_architectures"),
     conda:
@@ -60,7 +57,12 @@ rule fig_overlap:
         metrics=f"{RESULTS}/training/metrics.parquet",
         helper=FIGLIB,
     output:
-        **figure_output("overlap", "Training"),
+        pdf=f"{RESULTS}/figures/overlap.pdf",
+        png=report(
+            f"{RESULTS}/figures/overlap.png",
+            caption="../report/overlap.rst",
+            category="Training",
+        ),
     log:
         logfile("fig_overlap"),
     conda:
@@ -74,7 +76,12 @@ rule fig_loss:
         metrics=f"{RESULTS}/training/metrics.parquet",
         helper=FIGLIB,
     output:
-        **figure_output("loss", "Training"),
+        pdf=f"{RESULTS}/figures/loss.pdf",
+        png=report(
+            f"{RESULTS}/figures/loss.png",
+            caption="../report/loss.rst",
+            category="Training",
+        ),
     log:
         logfile("fig_loss"),
     conda:
@@ -88,7 +95,12 @@ rule fig_conserved:
         metrics=f"{RESULTS}/training/metrics.parquet",
         helper=FIGLIB,
     output:
-        **figure_output("conserved", "Training"),
+        pdf=f"{RESULTS}/figures/conserved.pdf",
+        png=report(
+            f"{RESULTS}/figures/conserved.png",
+            caption="../report/conserved.rst",
+            category="Training",
+        ),
     log:
         logfile("fig_conserved"),
     conda:

@@ -5,12 +5,12 @@ or KV group, in the forms that fit GQA/RoPE; attnid.symmetry.imbalance). The tra
 record their drift since step 0 (drift_query_key, drift_value_output in
 results/training/metrics.parquet, as defined by attnid.symmetry.imbalance_drift).
 Rows: tasks; columns: the query-key and value-output parts; colour: optimizer. Runs without
-rebalancing only (balancing resets the imbalance on purpose), the largest head count of the
-sweep; mean over seeds with min-max bands, log scale with drifts below FLOOR drawn at FLOOR.
+rebalancing only (balancing resets the imbalance on purpose), the largest head count of each
+task; mean over seeds with min-max bands, log scale with drifts below FLOOR drawn at FLOOR.
 """
 
 import pandas as pd
-from figlib import OPTIMIZER_NAMES, TASK_NAMES, label_grid, largest_heads, ordered, seed_band
+from figlib import OPTIMIZER_NAMES, TASK_NAMES, label_grid, at_largest_heads, ordered, seed_band
 
 from attnid.plotting import FULL_WIDTH, PALETTE, use_style
 
@@ -23,8 +23,7 @@ def plot(metrics: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     use_style()
-    h = largest_heads(metrics)
-    df = metrics[(metrics["heads"] == h) & (metrics["step"] > 0)]  # the drift is 0 at step 0 by definition
+    df, heads = at_largest_heads(metrics[metrics["step"] > 0])  # the drift is 0 at step 0 by definition
     if (df["rebalance"] == "none").any():
         df = df[df["rebalance"] == "none"]
     tasks = ordered(df["task"], list(TASK_NAMES))
@@ -43,7 +42,8 @@ def plot(metrics: pd.DataFrame):
                 ax.plot(sel["step"], sel["mean"].clip(lower=FLOOR), color=color, lw=0.9, label=OPTIMIZER_NAMES.get(opt, opt))
                 ax.fill_between(sel["step"], sel["low"].clip(lower=FLOOR), sel["high"].clip(lower=FLOOR), color=color, alpha=0.2, lw=0)
                 ax.set_yscale("log")
-    label_grid(axes, [TASK_NAMES.get(t, t) for t in tasks], list(PARTS.values()), f"drift ($H = {h}$)")
+    rows = [f"{TASK_NAMES.get(t, t)} ($H = {heads[t]}$)" for t in tasks]
+    label_grid(axes, rows, list(PARTS.values()), "drift")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
     return fig

@@ -3,11 +3,11 @@
 Reads results/training/metrics.parquet. Rows of panels: tasks; columns: optimizers; colour:
 rebalancing mode. Solid: training loss per step; dashed with markers: held-out evaluation loss
 (where evaluated). Lines: mean over seeds (layers averaged first), bands: min-max over seeds.
-One head count is shown, the largest of the sweep.
+One head count per task is shown, the largest that task sweeps.
 """
 
 import pandas as pd
-from figlib import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, label_grid, largest_heads, ordered, seed_band
+from figlib import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, label_grid, at_largest_heads, ordered, seed_band
 
 from attnid.plotting import FULL_WIDTH, PALETTE, use_style
 
@@ -20,8 +20,7 @@ def plot(metrics: pd.DataFrame):
     from matplotlib.lines import Line2D
 
     use_style()
-    h = largest_heads(metrics)
-    df = metrics[metrics["heads"] == h]
+    df, heads = at_largest_heads(metrics)
     tasks = ordered(df["task"], list(TASK_NAMES))
     optimizers = ordered(df["optimizer"], list(OPTIMIZER_NAMES))
     modes = ordered(df["rebalance"], list(REBALANCE_NAMES))
@@ -40,8 +39,8 @@ def plot(metrics: pd.DataFrame):
                 ax.plot(sel["step"], sel["mean"], color=color, lw=0.9, **style)
                 ax.fill_between(sel["step"], sel["low"], sel["high"], color=color, alpha=0.2, lw=0)
         ax.set_yscale("log")
-    names = [TASK_NAMES.get(t, t) for t in tasks], [OPTIMIZER_NAMES.get(o, o) for o in optimizers]
-    label_grid(axes, *names, f"loss ($H = {h}$)")
+    rows = [f"{TASK_NAMES.get(t, t)} ($H = {heads[t]}$)" for t in tasks]
+    label_grid(axes, rows, [OPTIMIZER_NAMES.get(o, o) for o in optimizers], "loss")
     handles = [Line2D([], [], color=PALETTE[k % len(PALETTE)], label=REBALANCE_NAMES.get(m, m)) for k, m in enumerate(modes)]
     handles += [Line2D([], [], color="0.3", label="train"), Line2D([], [], color="0.3", ls="--", marker=".", label="eval")]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 # Display names for the training sweep's categorical values (unknown values are shown as they are).
-OPTIMIZER_NAMES = {"sgd": "SGD", "sgd_momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+OPTIMIZER_NAMES = {"sgd": "SGD", "sgd_wd": "SGD + weight decay", "sgd_momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
 REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
 TASK_NAMES = {"teacher_student": "teacher-student", "teacher-student": "teacher-student"}
 LINESTYLES = ["-", "--", "-.", (0, (3, 1, 1, 1, 1, 1))]  # by rebalancing mode
@@ -54,9 +54,11 @@ def seed_band(df: pd.DataFrame, by: list[str], value: str, x: str = "step") -> p
     return out.sort_values([*by, x]).reset_index(drop=True)
 
 
-def largest_heads(df: pd.DataFrame) -> int:
-    """The largest head count of the sweep (figures that show one head count use it)."""
-    return int(df["heads"].max())
+def at_largest_heads(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The rows of each task's largest head count (figures that show one H per task), and
+    {task: that H}."""
+    largest = df.groupby("task")["heads"].max().to_dict()
+    return df[df["heads"] == df["task"].map(largest)], largest
 
 
 def label_grid(axes, rows: list[str], cols: list[str], ylabel: str) -> None:
