@@ -63,7 +63,8 @@ from .spec import AttentionSpec
 PARTS = ("query_key", "value_output")
 PART_BLOCKS = {"query_key": ("W_Q", "b_Q", "W_K", "b_K"), "value_output": ("W_V", "b_V", "W_O", "b_O")}
 COMPUTE_DTYPE = torch.float64  # small solves run in float64 whatever the parameter dtype
-RANK_RTOL = 1e3 * torch.finfo(torch.float64).eps  # Gram eigenvalue a is zero if a < RANK_RTOL * size * max(a)
+RANK_RTOL = 1e3 * torch.finfo(torch.float64).eps  # float64: Gram eigenvalue a is zero if a < RANK_RTOL * size * max(a)
+RANK_RTOL_FLOAT32 = 100 * torch.finfo(torch.float32).eps  # float32 Grams: zero if a < RANK_RTOL_FLOAT32 * max(a)
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,6 +105,18 @@ def vo_stack(spec: AttentionSpec, w: dict, with_bias: bool = True) -> tuple[torc
     """V (..., G, d + [b_V], v) = [W_V^g; b_V^g]; O (..., G, r d, v) = [W_O^h^T] over the heads of each group."""
     V = torch.cat((w["W_V"], w["b_V"][..., None, :]), dim=-2) if with_bias and "b_V" in w else w["W_V"]
     return V, o_stack(spec, w["W_O"])
+
+
+def o_stack_t(spec: AttentionSpec, W_O: torch.Tensor) -> torch.Tensor:
+    """O^T (..., G, v, r d) = [W_O^h]_{h in g} side by side (a view of W_O (..., H, v, d) when r = 1)."""
+    G, r, d, v = spec.G, spec.group_size, spec.d, spec.d_head_v
+    return W_O.reshape(*W_O.shape[:-3], G, r, v, d).movedim(-3, -2).reshape(*W_O.shape[:-3], G, v, r * d)
+
+
+def o_unstack_t(spec: AttentionSpec, Ot: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`o_stack_t`: W_O (..., H, v, d)."""
+    G, r, d, v = spec.G, spec.group_size, spec.d, spec.d_head_v
+    return Ot.reshape(*Ot.shape[:-3], G, v, r, d).movedim(-2, -3).reshape(*Ot.shape[:-3], G * r, v, d)
 
 
 def o_stack(spec: AttentionSpec, W_O: torch.Tensor) -> torch.Tensor:
@@ -179,7 +192,8 @@ def _serial():
 def _nonzero(eigs: torch.Tensor, size: int) -> torch.Tensor:
     """Mask of eigenvalues of a PSD Gram matrix that are numerically nonzero (..., n)."""
     top = eigs.amax(dim=-1, keepdim=True).clamp_min(0)
-    return eigs > RANK_RTOL * max(size, 1) * top
+    rtol = RANK_RTOL * max(size, 1) if eigs.dtype == torch.float64 else RANK_RTOL_FLOAT32
+    return eigs > rtol * top
 
 
 def _safe_inverse(x: torch.Tensor) -> torch.Tensor:
@@ -190,18 +204,20 @@ def _safe_inverse(x: torch.Tensor) -> torch.Tensor:
 class ProductKernel:
     """Orthogonal projection onto ker dL, dL(dA, dB) = dA B^T + A dB^T, for A (G, m, n), B (G, c, n).
 
-    Set up with one float64 eigendecomposition of each n x n Gram per group; applied in the dtype
-    of its input. `generator` gives the least-squares M of the module docstring's normal equation,
-    `expand` the tangent vector (A M + dA (I - Pi_B), -B M^T + dB (I - Pi_A)).
+    B is given (and its directions taken and returned) transposed, Bt = B^T (G, n, c), which is how
+    W_K^T and W_O are stored. One eigendecomposition of each n x n Gram per group; applied in the
+    dtype of its input. `generator` gives the least-squares M of the module docstring's normal
+    equation, `expand` the tangent vector (A M + dA (I - Pi_B), (-B M^T + dB (I - Pi_A))^T).
     """
 
-    def __init__(self, A: torch.Tensor, B: torch.Tensor):
-        m, c, n = A.shape[-2], B.shape[-2], A.shape[-1]
-        # Grams in float64 where a null space is expected from the shapes (its eigenvalues must come
-        # out ~1e-16, not ~1e-7); else in the parameters' dtype (exactly zero columns still give 0).
-        gram_dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
-        A_, B_ = A.to(gram_dtype), B.to(gram_dtype)
-        Ga, Gb = (A_.mT @ A_).to(COMPUTE_DTYPE), (B_.mT @ B_).to(COMPUTE_DTYPE)  # (G, n, n)
+    def __init__(self, A: torch.Tensor, Bt: torch.Tensor):
+        m, c, n = A.shape[-2], Bt.shape[-1], A.shape[-1]
+        # Grams and their eigendecompositions in float64 where a null space is expected from the shapes
+        # (its eigenvalues must come out ~1e-16, not ~1e-7); else in the parameters' dtype (float32:
+        # 2x faster; only exactly degenerate directions, e.g. a zero W_O, are then treated as null).
+        eig_dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
+        A_, Bt_ = A.to(eig_dtype), Bt.to(eig_dtype)
+        Ga, Gb = A_.mT @ A_, Bt_ @ Bt_.mT  # (G, n, n)
         with _serial():
             (a, U), (b, V) = torch.linalg.eigh(Ga), torch.linalg.eigh(Gb)  # (G, n), (G, n, n)
         ma, mb = _nonzero(a, max(m, n)), _nonzero(b, max(c, n))
@@ -216,33 +232,34 @@ class ProductKernel:
             "null_A": (U * (~ma)[..., None, :]) @ U.mT if not ma.all() else None,
             "null_B": (V * (~mb)[..., None, :]) @ V.mT if not mb.all() else None,
         }
-        self._cast = {COMPUTE_DTYPE: dict(self.tensors, A=A.to(COMPUTE_DTYPE), B=B.to(COMPUTE_DTYPE))}
-        self._cast.setdefault(A.dtype, {k: None if t is None else t.to(A.dtype) for k, t in self.tensors.items()} | {"A": A, "B": B})
+        self.A, self.Bt = A, Bt
+        self._cast = {}
 
     def at(self, dtype) -> dict:
         """The set-up tensors in `dtype` (cached)."""
         if dtype not in self._cast:
-            self._cast[dtype] = {k: None if t is None else t.to(dtype) for k, t in self._cast[COMPUTE_DTYPE].items()}
+            tensors = dict(self.tensors, A=self.A, Bt=self.Bt)
+            self._cast[dtype] = {k: None if t is None else t.to(dtype) for k, t in tensors.items()}
         return self._cast[dtype]
 
-    def generator(self, dA: torch.Tensor, dB: torch.Tensor) -> torch.Tensor:
+    def generator(self, dA: torch.Tensor, dBt: torch.Tensor) -> torch.Tensor:
         """M (..., G, n, n): U [(U^T (A^T dA - dB^T B) V) / den] V^T."""
         t = self.at(dA.dtype)
-        R = t["U"].mT @ (t["A"].mT @ dA - dB.mT @ t["B"]) @ t["V"]
+        R = t["U"].mT @ (t["A"].mT @ dA - dBt @ t["Bt"].mT) @ t["V"]
         return t["U"] @ (R * t["inv_den"]) @ t["V"].mT
 
-    def expand(self, M: torch.Tensor, dA: torch.Tensor, dB: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(A M + dA (I - Pi_B), -B M^T + dB (I - Pi_A))."""
+    def expand(self, M: torch.Tensor, dA: torch.Tensor, dBt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A M + dA (I - Pi_B), -M Bt + (I - Pi_A) dBt)."""
         t = self.at(M.dtype)
-        outA, outB = t["A"] @ M, -(t["B"] @ M.mT)
+        outA, outBt = t["A"] @ M, -M @ t["Bt"]
         if t["null_B"] is not None:
             outA = outA + dA @ t["null_B"]
         if t["null_A"] is not None:
-            outB = outB + dB @ t["null_A"]
-        return outA, outB
+            outBt = outBt + t["null_A"] @ dBt
+        return outA, outBt
 
-    def __call__(self, dA: torch.Tensor, dB: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.expand(self.generator(dA, dB), dA, dB)
+    def __call__(self, dA: torch.Tensor, dBt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.expand(self.generator(dA, dBt), dA, dBt)
 
 
 def _plane_project(Qp: torch.Tensor, Kp: torch.Tensor, dQ: torch.Tensor, dK: torch.Tensor):
@@ -274,7 +291,7 @@ class _ValueBias:
     def __init__(self, spec: AttentionSpec, kernel: ProductKernel, W_O: torch.Tensor, b_V: torch.Tensor):
         G, r, v, d = spec.G, spec.group_size, spec.d_head_v, spec.d
         self.spec, self.kernel, self.has_o = spec, kernel, spec.has_bias("o")
-        t = kernel.tensors
+        t = {k: kernel.tensors[k].to(COMPUTE_DTYPE) for k in ("U", "V", "inv_den")}
         S = W_O.reshape(G, r, v, d).sum(1)  # (G, v, d)
         ub = (t["U"].mT @ b_V[..., None])[..., 0]  # (G, v): U^T b_g
         null_b = (t["U"] @ (ub * (1 - kernel.ma))[..., None])[..., 0]  # (G, v): (I - Pi_A) b_g
@@ -289,7 +306,7 @@ class _ValueBias:
         w_j = sum_i (U^T b_g)_i^2 / den_ij: Phi^T y puts dW_O^h = b_g y^T, whose kernel generator is
         M = -U [((U^T b_g)(V^T S_g y)^T) / den] V^T (see `correct`).
         """
-        t, s = self.kernel.tensors, self.tensors
+        t, s = {k: self.kernel.tensors[k].to(COMPUTE_DTYPE) for k in ("U", "V", "inv_den")}, self.tensors
         w = (s["ub"][..., :, None] ** 2 * t["inv_den"]).sum(-2)  # (G, v)
         F = t["V"].mT @ s["S"]  # (G, v, d)
         gram = torch.einsum("gjd,gje->de", F * (1 + w)[..., None].sqrt(), F * (1 + w)[..., None].sqrt())
@@ -309,14 +326,14 @@ class _ValueBias:
         return lambda y: y @ pinv
 
     def correct(self, M: torch.Tensor, dO: torch.Tensor, db_V: torch.Tensor, db_O: torch.Tensor | None):
-        """Given the kernel generator M (..., G, v, v) of the input and its (dO, db_V, db_O), return
+        """Given the kernel generator M (..., G, v, v) of the input and its (dO (..., G, v, r d), db_V, db_O), return
         the corrected generator and biases of P_T x, and lam (..., d) (dO's null part needs lam)."""
         spec, t, s = self.spec, self.kernel.at(M.dtype), self.at(M.dtype)
-        G, r, v, d = spec.G, spec.group_size, spec.d_head_v, spec.d
-        dS = dO.reshape(*dO.shape[:-3], G, r, d, v).sum(-3)  # (..., G, d, v): sum_h dW_O^h^T
+        r, d = spec.group_size, spec.d
+        dS = dO.unflatten(-1, (r, d)).sum(-2)  # (..., G, v, d): sum_h dW_O^h
         # Phi(P_K x): the output's dS_g = -M S_g + (I - Pi_A) dS_g
         phi = torch.einsum("...gv,gvd->...d", db_V - torch.einsum("gv,...gvw->...gw", s["b"], M), s["S"])
-        phi = phi + torch.einsum("gv,...gdv->...d", s["null_b"], dS)
+        phi = phi + torch.einsum("gv,...gvd->...d", s["null_b"], dS)
         if db_O is not None:
             phi = phi + db_O
         lam = self._solve(phi.to(COMPUTE_DTYPE)).to(M.dtype)  # (..., d)
@@ -350,20 +367,21 @@ class Projector:
         w = self.layout.unflatten(theta.detach())
         p, G = spec.rope_dims, spec.G
         Q, K = qk_stack(spec, w)
-        self.qk = ProductKernel(Q[..., p:], w["W_K"][..., p:]) if p < spec.d_head_qk else None
+        self.qk = ProductKernel(Q[..., p:], w["W_K"][..., p:].mT) if p < spec.d_head_qk else None
         self.planes = (Q[..., :p].unflatten(-1, (p // 2, 2)), K[..., :p].unflatten(-1, (p // 2, 2)))  # (G, m, p/2, 2)
-        V, O = vo_stack(spec, w, with_bias=False)
-        self.vo = ProductKernel(V, O)
+        self.vo = ProductKernel(w["W_V"], o_stack_t(spec, w["W_O"]))
         self.value_bias = _ValueBias(spec, self.vo, w["W_O"].to(COMPUTE_DTYPE), w["b_V"].to(COMPUTE_DTYPE)) if "b_V" in w else None
 
     def _project_qk(self, w: dict) -> dict:
         spec, p, d = self.spec, self.spec.rope_dims, self.spec.d
         dQ, dK = qk_stack(spec, w)
         if p == 0 and not spec.has_bias("k"):
-            return qk_unstack(spec, *self.qk(dQ, dK))
+            outQ, outKt = self.qk(dQ, dK.mT)
+            return qk_unstack(spec, outQ, outKt.mT)
         outQ, outK = torch.zeros_like(dQ), torch.zeros_like(dK)
         if self.qk is not None:
-            outQ[..., p:], outK[..., :d, p:] = self.qk(dQ[..., p:], dK[..., :d, p:])
+            outQ[..., p:], outKt = self.qk(dQ[..., p:], dK[..., :d, p:].mT)
+            outK[..., :d, p:] = outKt.mT
             if spec.has_bias("k"):
                 outK[..., d, p:] = dK[..., d, p:]  # the unrotated key bias is invisible: all of it
         if p:
@@ -374,7 +392,7 @@ class Projector:
 
     def _project_vo(self, w: dict) -> dict:
         spec = self.spec
-        dV, dO = vo_stack(spec, w, with_bias=False)
+        dV, dO = w["W_V"], o_stack_t(spec, w["W_O"])  # (..., G, d, v), (..., G, v, r d)
         db_V, db_O = w.get("b_V"), w.get("b_O")
         M = self.vo.generator(dV, dO)
         if self.value_bias is None:
@@ -385,10 +403,10 @@ class Projector:
             null_A = self.vo.at(M.dtype)["null_A"]
             if null_A is not None:  # the invisible part of Phi^T lam: dW_O^h = b_g lam^T
                 b = self.value_bias.at(M.dtype)["b"]
-                corr = torch.einsum("...d,gv->...gdv", lam, b).repeat_interleave(spec.group_size, dim=-3)
-                dO = dO - corr.reshape(dO.shape)
+                corr = torch.einsum("gv,...d->...gvd", b, lam)[..., None, :]  # (..., G, v, 1, d)
+                dO = dO - corr.expand(*corr.shape[:-2], spec.group_size, spec.d).flatten(-2)
             outV, outO = self.vo.expand(M, dV, dO)
-        out = vo_unstack(spec, outV, outO)
+        out = {"W_V": outV, "W_O": o_unstack_t(spec, outO)}
         if db_V is not None:
             out["b_V"] = db_V
         if db_O is not None:
