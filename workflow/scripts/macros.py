@@ -68,6 +68,7 @@ def training_macros(summary: pd.DataFrame) -> dict[str, str]:
         "PaperTrainSteps": str(int(summary["steps"].max())),
         "PaperTrainHeads": ", ".join(str(h) for h in sorted(summary["heads"].unique())),
         "PaperTrainOptimizers": ", ".join(OPTIMIZER_NAMES.get(o, o) for o in ordered(summary["optimizer"], list(OPTIMIZER_NAMES))),
+        "PaperTrainModes": ", ".join(REBALANCE_NAMES.get(m, m) for m in ordered(summary["rebalance"], list(REBALANCE_NAMES))),
         "PaperChanceMin": number(summary["chance_all"].min()),
         "PaperChanceMax": number(summary["chance_all"].max()),
     }
