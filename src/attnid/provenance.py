@@ -1,0 +1,208 @@
+"""Provenance of a build: what code, config, software and machine produced results/.
+
+A provenance record is two layers:
+
+* the *fingerprint* (`fingerprint`): everything cheap to learn without importing torch:
+  the pinned package versions as installed, python and platform, the git commit, whether
+  the tree is dirty and a sha256 of the uncommitted changes, the sha256 of the effective
+  (validated, overridden) config and of each config file, the seeds found in the config and
+  the device asked for. The workflow passes it to rule `provenance` as `params`, so that
+  Snakemake's params rerun trigger rebuilds results/provenance.json exactly when any of
+  these change, and leaves it (and everything downstream of it) alone otherwise;
+* the *runtime* (`torch_runtime`): what torch sees on the machine that runs the job
+  (torch build, CUDA/cuDNN versions, visible GPUs, thread count).
+
+`record(fingerprint)` joins them with the build time: that dict is results/provenance.json.
+
+    python -c "import attnid.provenance as p, json; print(json.dumps(p.fingerprint({'device': 'cpu'}), indent=1))"
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata as metadata
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+PROJECT = "attnid"
+# Installed alongside the pins and worth recording (the executor the cluster runs used).
+EXTRA_PACKAGES = ("snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def config_sha256(config: Mapping) -> str:
+    """sha256 of the canonical JSON of a config (sorted keys, no spaces): equal configs, equal hashes,
+    whatever the key order or the YAML formatting they came from."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return sha256_bytes(text.encode())
+
+
+def find_seeds(config, prefix: str = "") -> dict:
+    """Every config entry whose key mentions 'seed' (seed, seeds, data_seed, ...), by dotted path.
+
+    >>> find_seeds({"training": {"seeds": [0, 1], "lr": 0.1}, "jacobian": {"seed": 7}})
+    {'jacobian.seed': 7, 'training.seeds': [0, 1]}
+    """
+    found = {}
+    if isinstance(config, Mapping):
+        for key in sorted(config, key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if "seed" in str(key).lower():
+                found[path] = config[key]
+            else:
+                found.update(find_seeds(config[key], path))
+    elif isinstance(config, (list, tuple)):
+        for i, item in enumerate(config):
+            found.update(find_seeds(item, f"{prefix}[{i}]"))
+    return found
+
+
+def _requirement_name(req: str) -> str:
+    return re.split(r"[\s;<>=!~\[]", req, maxsplit=1)[0]
+
+
+def project_packages(project: str = PROJECT) -> list[str]:
+    """Names of the project's declared dependencies (all extras included), then EXTRA_PACKAGES."""
+    try:
+        reqs = metadata.distribution(project).requires or []
+    except metadata.PackageNotFoundError:
+        reqs = []
+    names = [_requirement_name(r) for r in reqs]
+    return list(dict.fromkeys([project, *names, *EXTRA_PACKAGES]))
+
+
+def package_versions(names: Iterable[str] | None = None) -> dict:
+    """name -> installed version (None where not installed), from package metadata (no imports)."""
+    versions = {}
+    for name in project_packages() if names is None else names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def platform_info() -> dict:
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def _git(root: Path, *args: str) -> bytes | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout
+
+
+def git_state(root: str | Path = ".") -> dict:
+    """Commit, dirty flag and a sha256 of the uncommitted changes (tracked diff plus the status list,
+    so new untracked files count). All None outside a git work tree (e.g. an unpacked archive)."""
+    root = Path(root)
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None, "changes_sha256": None}
+    status = _git(root, "status", "--porcelain", "--untracked-files=normal") or b""
+    diff = _git(root, "diff", "HEAD", "--binary") or b""
+    dirty = bool(status.strip())
+    return {
+        "commit": commit.decode().strip(),
+        "dirty": dirty,
+        "changes_sha256": sha256_bytes(status + b"\0" + diff) if dirty else None,
+    }
+
+
+def _relative(path: str | Path) -> str:
+    """`path` relative to the working directory when it lies below it (records stay machine-free)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def fingerprint(config: Mapping, root: str | Path = ".", configfiles: Iterable[str | Path] = ()) -> dict:
+    """The cheap part of the record (no torch import): a pure function of code, config and software.
+
+    `config` is the effective config (after --config overrides and schema defaults), `root` the
+    work tree of the workflow (for git), `configfiles` the YAML files it was read from (relative
+    to the working directory, as Snakemake gives them).
+    """
+    return {
+        "project": PROJECT,
+        "git": git_state(root),
+        "config_sha256": config_sha256(config),
+        "configfiles": {_relative(p): file_sha256(p) for p in configfiles},
+        "seeds": find_seeds(config),
+        "device": config.get("device", "cpu"),
+        "packages": package_versions(),
+        "platform": platform_info(),
+    }
+
+
+def torch_runtime() -> dict:
+    """What torch sees here: build, CUDA/cuDNN, visible GPUs (name, capability, memory), threads."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    gpus = []
+    for i in range(torch.cuda.device_count() if cuda else 0):
+        prop = torch.cuda.get_device_properties(i)
+        gpus.append(
+            {"name": prop.name, "capability": f"{prop.major}.{prop.minor}", "memory_gib": prop.total_memory / 2**30}
+        )
+    return {
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "cuda_available": cuda,
+        "gpus": gpus,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "num_threads": torch.get_num_threads(),
+    }
+
+
+def record(fp: Mapping) -> dict:
+    """results/provenance.json: the fingerprint, torch's view of this machine, and the build time (UTC)."""
+    return {
+        **fp,
+        "torch": torch_runtime(),
+        "hostname": platform.node(),
+        "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def macros(rec: Mapping) -> dict:
+    """LaTeX macro name -> text for the paper: short commit, dirty flag, short config hash, torch."""
+    git = rec["git"]
+    commit = (git["commit"] or "unknown")[:12] + ("-dirty" if git["dirty"] else "")
+    return {
+        "ProvenanceCommit": commit,
+        "ProvenanceConfigHash": rec["config_sha256"][:12],
+        "ProvenanceTorch": rec["packages"].get("torch") or "unknown",
+        "ProvenancePython": rec["platform"]["python"],
+        "ProvenanceDevice": rec["device"],
+    }
