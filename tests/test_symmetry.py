@@ -92,8 +92,13 @@ def small_specs(draw):
     H = G * draw(st.integers(1, 3))
     k = draw(st.integers(1, 8))
     return AttentionSpec(
-        d, H, G, d_head_qk=k, d_head_v=draw(st.integers(1, 8)),
-        rope_dims=2 * draw(st.integers(0, k // 2)), biases=draw(st.sampled_from(BIAS_SUBSETS)),
+        d,
+        H,
+        G,
+        d_head_qk=k,
+        d_head_v=draw(st.integers(1, 8)),
+        rope_dims=2 * draw(st.integers(0, k // 2)),
+        biases=draw(st.sampled_from(BIAS_SUBSETS)),
     )
 
 
@@ -121,8 +126,7 @@ def test_gradient_is_orthogonal_to_the_subspace():
     for spec in SPECS:
         theta, x = point(spec, 3), inputs(spec, 4)
         target = torch.randn(x.shape, generator=torch.Generator().manual_seed(5), dtype=F64)
-        grad = torch.func.grad(lambda t: ((attention(t, x, spec) - target) ** 2).sum())(theta)
-        ov = S.overlap(spec, theta, grad)
+        ov = S.overlap(spec, theta, grad_of(spec, theta, x, target))
         assert ov["all"] < 1e-8 and ov["query_key"] < 1e-8 and ov["value_output"] < 1e-8, (spec.label, ov)
         noise = torch.randn(theta.shape, generator=torch.Generator().manual_seed(6), dtype=F64)
         assert S.overlap(spec, theta, noise)["all"] > 0.2 * S.chance_overlap(spec)  # a random vector is not
@@ -187,10 +191,22 @@ def test_allowed_group_elements_keep_the_function(spec):
     if spec.rope_dims:  # a generic matrix does not commute with the rotations
         bad, _ = S.group_element(spec, torch.Generator().manual_seed(7), allowed=False)
         assert rel_change(spec, theta, S.act(spec, theta, bad, None), x) > 1e-3
+    if spec.group_size > 1:  # a GQA group shares its key: one element per group, not per query head
+        k = spec.d_head_qk
+        per_head = S.commutant(
+            spec,
+            torch.eye(k, dtype=F64)
+            + 0.3 * torch.randn(spec.n_heads, k, k, dtype=F64, generator=torch.Generator().manual_seed(8)),
+        )
+        assert rel_change(spec, theta, S.act_heads(spec, theta, per_head), x) > 1e-3
+        shared = qk.repeat_interleave(spec.group_size, dim=0)
+        assert (S.act_heads(spec, theta, shared) - S.act(spec, theta, qk)).abs().max() < 1e-12
     # the tangent of the orbit: d/dt act(exp(t X)) at 0 lies in T
     X = S.commutant(spec, torch.randn(spec.n_kv_heads, spec.d_head_qk, spec.d_head_qk, dtype=F64))
     eps = 1e-6
-    tangent = (S.act(spec, theta, torch.linalg.matrix_exp(eps * X)) - S.act(spec, theta, torch.linalg.matrix_exp(-eps * X))) / (2 * eps)
+    tangent = (
+        S.act(spec, theta, torch.linalg.matrix_exp(eps * X)) - S.act(spec, theta, torch.linalg.matrix_exp(-eps * X))
+    ) / (2 * eps)
     assert (S.project(spec, theta, tangent) - tangent).norm() / tangent.norm() < 1e-8
 
 
@@ -266,9 +282,12 @@ def test_balance_norm_matches_the_matrix_geometric_mean():
     assert (Qb.pow(2).sum() + Kb.pow(2).sum()).item() == pytest.approx(geo.item(), rel=1e-12)
 
 
+def grad_of(spec, theta, x, target):
+    return torch.func.grad(lambda t: ((attention(t, x, spec) - target) ** 2).mean())(theta)
+
+
 def gd_drift(spec, theta, x, target, lr):
-    grad = torch.func.grad(lambda t: ((attention(t, x, spec) - target) ** 2).mean())(theta)
-    return S.imbalance_drift(spec, theta, theta - lr * grad)
+    return S.imbalance_drift(spec, theta, theta - lr * grad_of(spec, theta, x, target))
 
 
 def adamw_drift(spec, theta, x, target, lr):
@@ -290,7 +309,11 @@ def test_gradient_descent_conserves_imbalance_to_second_order(spec):
         assert 3.8 < gd[part] / gd_half[part] < 4.2, "plain GD: drift O(lr^2)"
         assert 1.8 < ad[part] / ad_half[part] < 2.2, "AdamW: drift O(lr)"
         assert ad[part] > 100 * gd[part]
+    assert (
+        S.imbalance_drift(spec, None, theta - lr * grad_of(spec, theta, x, target), S.imbalance_reference(spec, theta))
+        == gd
+    )
     # without the quadratic term the drift is zero: a first-order (infinitesimal) step conserves exactly
-    grad = torch.func.grad(lambda t: ((attention(t, x, spec) - target) ** 2).mean())(theta)
+    grad = grad_of(spec, theta, x, target)
     _, dI = torch.func.jvp(lambda t: S.imbalance(spec, t)["query_key"], (theta,), (grad,))
     assert dI.abs().max() < 1e-12 * S.imbalance(spec, theta)["query_key"].abs().max().clamp_min(1)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import torch
@@ -120,16 +121,14 @@ def o_unstack_t(spec: AttentionSpec, Ot: torch.Tensor) -> torch.Tensor:
 
 
 def o_stack(spec: AttentionSpec, W_O: torch.Tensor) -> torch.Tensor:
-    """O (..., G, r d, v): the transposed output matrices W_O^h^T (..., H, v, d) stacked per group."""
-    G, r, d, v = spec.G, spec.group_size, spec.d, spec.d_head_v
-    return W_O.reshape(*W_O.shape[:-3], G, r, v, d).transpose(-1, -2).reshape(*W_O.shape[:-3], G, r * d, v)
+    """O (..., G, r d, v): the transposed output matrices W_O^h^T stacked per group (= o_stack_t(...)^T)."""
+    return o_stack_t(spec, W_O).mT
 
 
 def vo_unstack(spec: AttentionSpec, V: torch.Tensor, O: torch.Tensor) -> dict:
     """Inverse of :func:`vo_stack` (V with or without the b_V row)."""
-    G, H, r, d, v = spec.G, spec.H, spec.group_size, spec.d, spec.d_head_v
-    lead = O.shape[:-3]
-    out = {"W_V": V[..., :d, :], "W_O": O.reshape(*lead, G, r, d, v).transpose(-1, -2).reshape(*lead, H, v, d)}
+    d = spec.d
+    out = {"W_V": V[..., :d, :], "W_O": o_unstack_t(spec, O.mT)}
     if V.shape[-2] > d:
         out["b_V"] = V[..., d, :]
     return out
@@ -189,6 +188,16 @@ def _serial():
         torch.set_num_threads(threads)
 
 
+def _eigh_all(grams: list[torch.Tensor]) -> list:
+    """torch.linalg.eigh of each matrix batch, single-threaded each, spread over torch's thread budget."""
+    threads = torch.get_num_threads()
+    with _serial():
+        if threads == 1 or len(grams) == 1:
+            return [torch.linalg.eigh(g) for g in grams]
+        with ThreadPoolExecutor(min(threads, len(grams))) as pool:
+            return list(pool.map(torch.linalg.eigh, grams))
+
+
 def _nonzero(eigs: torch.Tensor, size: int) -> torch.Tensor:
     """Mask of eigenvalues of a PSD Gram matrix that are numerically nonzero (..., n)."""
     top = eigs.amax(dim=-1, keepdim=True).clamp_min(0)
@@ -210,16 +219,9 @@ class ProductKernel:
     equation, `expand` the tangent vector (A M + dA (I - Pi_B), (-B M^T + dB (I - Pi_A))^T).
     """
 
-    def __init__(self, A: torch.Tensor, Bt: torch.Tensor):
+    def __init__(self, A: torch.Tensor, Bt: torch.Tensor, eigs=None):
         m, c, n = A.shape[-2], Bt.shape[-1], A.shape[-1]
-        # Grams and their eigendecompositions in float64 where a null space is expected from the shapes
-        # (its eigenvalues must come out ~1e-16, not ~1e-7); else in the parameters' dtype (float32:
-        # 2x faster; only exactly degenerate directions, e.g. a zero W_O, are then treated as null).
-        eig_dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
-        A_, Bt_ = A.to(eig_dtype), Bt.to(eig_dtype)
-        Ga, Gb = A_.mT @ A_, Bt_ @ Bt_.mT  # (G, n, n)
-        with _serial():
-            (a, U), (b, V) = torch.linalg.eigh(Ga), torch.linalg.eigh(Gb)  # (G, n), (G, n, n)
+        (a, U), (b, V) = eigs or _eigh_all(self.grams(A, Bt))  # (G, n), (G, n, n)
         ma, mb = _nonzero(a, max(m, n)), _nonzero(b, max(c, n))
         a, b = torch.where(ma, a, 0), torch.where(mb, b, 0)
         self.ma = ma.to(COMPUTE_DTYPE)  # (G, n): 1 on the row space of A (eigenbasis U)
@@ -234,6 +236,16 @@ class ProductKernel:
         }
         self.A, self.Bt = A, Bt
         self._cast = {}
+
+    @staticmethod
+    def grams(A: torch.Tensor, Bt: torch.Tensor) -> list[torch.Tensor]:
+        """[A^T A, B^T B] (G, n, n): in float64 where a null space is expected from the shapes (its
+        eigenvalues must come out ~1e-16, not ~1e-7), else in the parameters' dtype (float32: 2x faster;
+        only exactly degenerate directions, e.g. a zero W_O, are then treated as null)."""
+        m, c, n = A.shape[-2], Bt.shape[-1], A.shape[-1]
+        dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
+        A_, Bt_ = A.to(dtype), Bt.to(dtype)
+        return [A_.mT @ A_, Bt_ @ Bt_.mT]
 
     def at(self, dtype) -> dict:
         """The set-up tensors in `dtype` (cached)."""
@@ -365,12 +377,18 @@ class Projector:
     def __init__(self, spec: AttentionSpec, theta: torch.Tensor):
         self.spec, self.layout, self.dtype = spec, Layout(spec), theta.dtype
         w = self.layout.unflatten(theta.detach())
-        p, G = spec.rope_dims, spec.G
+        p = spec.rope_dims
         Q, K = qk_stack(spec, w)
-        self.qk = ProductKernel(Q[..., p:], w["W_K"][..., p:].mT) if p < spec.d_head_qk else None
+        pairs = [(w["W_V"], o_stack_t(spec, w["W_O"]))] + (
+            [(Q[..., p:], w["W_K"][..., p:].mT)] if p < spec.d_head_qk else []
+        )
+        eigs = _eigh_all([g for pair in pairs for g in ProductKernel.grams(*pair)])  # one pool for all
+        self.vo = ProductKernel(*pairs[0], eigs[0:2])
+        self.qk = ProductKernel(*pairs[1], eigs[2:4]) if len(pairs) > 1 else None
         self.planes = (Q[..., :p].unflatten(-1, (p // 2, 2)), K[..., :p].unflatten(-1, (p // 2, 2)))  # (G, m, p/2, 2)
-        self.vo = ProductKernel(w["W_V"], o_stack_t(spec, w["W_O"]))
-        self.value_bias = _ValueBias(spec, self.vo, w["W_O"].to(COMPUTE_DTYPE), w["b_V"].to(COMPUTE_DTYPE)) if "b_V" in w else None
+        self.value_bias = (
+            _ValueBias(spec, self.vo, w["W_O"].to(COMPUTE_DTYPE), w["b_V"].to(COMPUTE_DTYPE)) if "b_V" in w else None
+        )
 
     def _project_qk(self, w: dict) -> dict:
         spec, p, d = self.spec, self.spec.rope_dims, self.spec.d
@@ -386,7 +404,9 @@ class Projector:
                 outK[..., d, p:] = dK[..., d, p:]  # the unrotated key bias is invisible: all of it
         if p:
             Qp, Kp = (t.to(dQ.dtype) for t in self.planes)
-            pq, pk = _plane_project(Qp, Kp, dQ[..., :p].unflatten(-1, (p // 2, 2)), dK[..., :p].unflatten(-1, (p // 2, 2)))
+            pq, pk = _plane_project(
+                Qp, Kp, dQ[..., :p].unflatten(-1, (p // 2, 2)), dK[..., :p].unflatten(-1, (p // 2, 2))
+            )
             outQ[..., :p], outK[..., :p] = pq.flatten(-2), pk.flatten(-2)
         return qk_unstack(spec, outQ, outK)
 
@@ -485,21 +505,34 @@ def commutant(spec: AttentionSpec, M: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def group_element(spec: AttentionSpec, generator: torch.Generator | None = None, scale: float = 0.3, allowed: bool = True, dtype=torch.float64, device=None):
+def group_element(
+    spec: AttentionSpec,
+    generator: torch.Generator | None = None,
+    scale: float = 0.3,
+    allowed: bool = True,
+    dtype=torch.float64,
+    device=None,
+):
     """A random group element (qk (G, k, k), vo (G, v, v)) = I + scale * Gaussian / sqrt(size).
 
     allowed=True restricts qk to the RoPE commutant (so :func:`act` keeps the function); allowed=False
     leaves it generic (under RoPE it then changes the function).
     """
     G, k, v = spec.G, spec.d_head_qk, spec.d_head_v
-    qk = torch.eye(k, dtype=torch.float64) + scale * torch.randn(G, k, k, generator=generator, dtype=torch.float64) / math.sqrt(k)
-    vo = torch.eye(v, dtype=torch.float64) + scale * torch.randn(G, v, v, generator=generator, dtype=torch.float64) / math.sqrt(v)
+    qk = torch.eye(k, dtype=torch.float64) + scale * torch.randn(
+        G, k, k, generator=generator, dtype=torch.float64
+    ) / math.sqrt(k)
+    vo = torch.eye(v, dtype=torch.float64) + scale * torch.randn(
+        G, v, v, generator=generator, dtype=torch.float64
+    ) / math.sqrt(v)
     if allowed:
         qk = commutant(spec, qk)
     return qk.to(dtype=dtype, device=device), vo.to(dtype=dtype, device=device)
 
 
-def act(spec: AttentionSpec, theta: torch.Tensor, qk: torch.Tensor | None = None, vo: torch.Tensor | None = None) -> torch.Tensor:
+def act(
+    spec: AttentionSpec, theta: torch.Tensor, qk: torch.Tensor | None = None, vo: torch.Tensor | None = None
+) -> torch.Tensor:
     """Apply (M_g, N_g) per KV group: Q_g M, K_g M^{-T}, V_g N, O_g N^{-T} (W_O^h -> N^{-1} W_O^h).
 
     qk (G, k, k) or (k, k), vo (G, v, v) or (v, v), invertible; None = identity. Biases move with their
@@ -659,7 +692,9 @@ def imbalance_reference(spec: AttentionSpec, theta0: torch.Tensor) -> dict:
     return {"imbalance": imbalance(spec, theta0), "scale": scale}
 
 
-def imbalance_drift(spec: AttentionSpec, theta0: torch.Tensor | None, theta1: torch.Tensor, reference: dict | None = None) -> dict:
+def imbalance_drift(
+    spec: AttentionSpec, theta0: torch.Tensor | None, theta1: torch.Tensor, reference: dict | None = None
+) -> dict:
     """Relative change of the conserved quantities: ||I(theta1) - I(theta0)||_F / scale(theta0).
 
     scale = ||Q^T Q||_F + ||K^T K||_F (query_key) or ||V^T V||_F + ||O^T O||_F (value_output) at
@@ -703,7 +738,11 @@ def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 
     perm = [(h // r) * r + (h % r + 1) % r for h in range(H)]  # rotate the heads inside each group
     perm = [(q + r) % H for q in perm]  # and the groups
     generic, _ = group_element(spec, gen, allowed=False)
-    per_head = commutant(spec, torch.eye(k, dtype=COMPUTE_DTYPE) + 0.3 * torch.randn(H, k, k, generator=gen, dtype=COMPUTE_DTYPE) / math.sqrt(k))
+    per_head = commutant(
+        spec,
+        torch.eye(k, dtype=COMPUTE_DTYPE)
+        + 0.3 * torch.randn(H, k, k, generator=gen, dtype=COMPUTE_DTYPE) / math.sqrt(k),
+    )
 
     proj = Projector(spec, theta)
     u, w = torch.randn(2, P, generator=gen, dtype=COMPUTE_DTYPE)
@@ -719,7 +758,10 @@ def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 
     nan = float("nan")
     return {
         "label": spec.label,
-        **{f: getattr(spec, f) for f in ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "causal")},
+        **{
+            f: getattr(spec, f)
+            for f in ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "causal")
+        },
         "biases": spec.biases or "none",
         "seed": seed,
         "P": P,
@@ -762,7 +804,9 @@ def check_grid(grid: dict):
     """One :func:`check_spec` row per spec of :func:`grid_specs` and seed: a DataFrame."""
     import pandas as pd
 
-    specs = grid_specs(grid["d_model"], grid["heads"], grid["kv_groups"], grid["head_dims"], grid["rope"], grid["biases"])
+    specs = grid_specs(
+        grid["d_model"], grid["heads"], grid["kv_groups"], grid["head_dims"], grid["rope"], grid["biases"]
+    )
     rows = [check_spec(spec, seed, tuple(grid["batch"]), grid["max_dense"]) for spec in specs for seed in grid["seeds"]]
     return pd.DataFrame(rows)
 
@@ -789,18 +833,36 @@ def summarize(checks):
     import pandas as pd
 
     df = checks.assign(norm_ratio=checks.norm_after / checks.norm_before)
-    rows = [{"check": "dim T = count", "worst": float(df.dim_match.mean()), "bound": 1.0, "direction": "=", "passed": bool(df.dim_match.all()), "specs": len(df)}]
+    rows = [
+        {
+            "check": "dim T = count",
+            "worst": float(df.dim_match.mean()),
+            "bound": 1.0,
+            "direction": "=",
+            "passed": bool(df.dim_match.all()),
+            "specs": len(df),
+        }
+    ]
     for name, column, how, bound, direction in SUMMARY:
         values = df[column].dropna()
         worst = float(getattr(values, how)()) if len(values) else float("nan")
         passed = bool(len(values) == 0 or (worst < bound if direction == "<" else worst > bound))
-        rows.append({"check": name, "worst": worst, "bound": bound, "direction": direction, "passed": passed, "specs": int(len(values))})
+        rows.append(
+            {
+                "check": name,
+                "worst": worst,
+                "bound": bound,
+                "direction": direction,
+                "passed": passed,
+                "specs": len(values),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def latex_number(x: float) -> str:
     """3.1e-16 -> '\\ensuremath{3.1\\times10^{-16}}' (plain for 0.01 <= |x| < 1000 or 0, 'n/a' for nan)."""
-    if x != x:
+    if math.isnan(x):
         return "n/a"
     if x == 0 or 1e-2 <= abs(x) < 1e3:
         return f"{x:.3g}"
@@ -818,5 +880,7 @@ def summary_latex(summary):
             worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
         else:
             worst, bound = latex_number(row.worst), f"${row.direction}$ " + latex_number(row.bound)
-        rows.append({"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)})
+        rows.append(
+            {"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)}
+        )
     return pd.DataFrame(rows)
