@@ -43,7 +43,13 @@ def read_macros(path: Path) -> dict[str, str]:
 
 
 def as_text(value: str) -> str | None:
-    """How a numeric macro value reads in pdftotext output; None if it is not a plain number."""
+    """How a numeric macro value reads in pdftotext output; None if it is not a number.
+
+    '1{,}234' -> '1,234'; '\\ensuremath{1.6\\times10^{-15}}' -> '1.6 × 10-15' (pdftotext's
+    minus sign is normalised to '-')."""
+    sci = re.fullmatch(r"\\ensuremath\{(-?[\d.]+)\\times10\^\{(-?\d+)\}\}", value)
+    if sci:
+        return f"{sci.group(1)} × 10{sci.group(2)}"
     text = value.replace("{,}", ",").replace("\\,", "").replace("$", "")
     return text if re.fullmatch(r"-?[\d,]*\.?\d+", text) else None
 
