@@ -1,0 +1,203 @@
+"""Checks of the symmetry toolkit on a grid of specs (results/symmetry/checks.csv) and their summary.
+
+Each property of :mod:`attnid.symmetry` (group action, projection, balance) is measured at a random
+float64 point and compared with a bound; the workflow writes the rows, a summary table for the
+paper and macros.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pandas as pd
+import torch
+
+from .attention import attention
+from .counting import count, rope_dims_for
+from .layout import Layout
+from .spec import AttentionSpec
+from .symmetry import (
+    COMPUTE_DTYPE,
+    PARTS,
+    Projector,
+    act,
+    act_heads,
+    balance,
+    chance_overlap,
+    commutant,
+    group_element,
+    imbalance,
+    overlap,
+    permute_heads,
+)
+
+
+def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 6), max_dense: int = 2000) -> dict:
+    """Every property of the toolkit measured at one random point (float64), as one row.
+
+    Function changes are max |Y(theta') - Y(theta)| / max |Y(theta)| on a random batch. Projection errors
+    use random vectors u, w: idempotence ||P P u - P u|| / ||u||, adjointness |<P u, w> - <u, P w>| /
+    (||u|| ||w||), null residual (||J P u|| / ||P u||) / (||J w|| / ||w||) (J: Jacobian of theta -> Y, by
+    jvp). dim_T is the trace of the dense projector (only when P <= max_dense; else -1).
+    """
+
+    gen = torch.Generator().manual_seed(seed)
+    layout = Layout(spec)
+    P = layout.size
+    theta = layout.init(gen, dtype=COMPUTE_DTYPE)
+    x = torch.randn(*batch, spec.d_model, generator=gen, dtype=COMPUTE_DTYPE)
+    target = torch.randn(*batch, spec.d_model, generator=gen, dtype=COMPUTE_DTYPE)
+    y = attention(theta, x, spec, layout)
+    scale = y.abs().max()
+
+    def change(other):
+        return ((attention(other, x, spec, layout) - y).abs().max() / scale).item()
+
+    H, r, k = spec.H, spec.group_size, spec.d_head_qk
+    qk, vo = group_element(spec, gen)
+    perm = [(h // r) * r + (h % r + 1) % r for h in range(H)]  # rotate the heads inside each group
+    perm = [(q + r) % H for q in perm]  # and the groups
+    generic, _ = group_element(spec, gen, allowed=False)
+    per_head = commutant(
+        spec,
+        torch.eye(k, dtype=COMPUTE_DTYPE)
+        + 0.3 * torch.randn(H, k, k, generator=gen, dtype=COMPUTE_DTYPE) / math.sqrt(k),
+    )
+
+    proj = Projector(spec, theta)
+    u, w = torch.randn(2, P, generator=gen, dtype=COMPUTE_DTYPE)
+    pu, pw = proj(u), proj(w)
+    _, J_pu = torch.func.jvp(lambda t: attention(t, x, spec, layout), (theta,), (pu,))
+    _, J_w = torch.func.jvp(lambda t: attention(t, x, spec, layout), (theta,), (w,))
+    grad = torch.func.grad(lambda t: ((attention(t, x, spec, layout) - target) ** 2).sum())(theta)
+
+    balanced = balance(spec, theta)
+    imb0, imb1 = imbalance(spec, theta), imbalance(spec, balanced)
+    counted = count(spec).unidentified
+    dim_T = round(torch.trace(proj(torch.eye(P, dtype=COMPUTE_DTYPE))).item()) if P <= max_dense else -1
+    nan = float("nan")
+    return {
+        "label": spec.label,
+        **{
+            f: getattr(spec, f)
+            for f in ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "causal")
+        },
+        "biases": spec.biases or "none",
+        "seed": seed,
+        "P": P,
+        "dim_count": counted,
+        "dim_T": dim_T,
+        "dim_match": dim_T == counted,
+        "change_allowed": change(act(spec, theta, qk, vo)),
+        "change_permutation": change(permute_heads(spec, theta, perm)),
+        "change_noncommuting": change(act(spec, theta, generic)) if spec.rope_dims else nan,
+        "change_per_head": change(act_heads(spec, theta, per_head)) if r > 1 else nan,
+        "idempotence_error": ((proj(pu) - pu).norm() / u.norm()).item(),
+        "adjointness_error": (abs((pu @ w - u @ pw).item()) / (u.norm() * w.norm())).item(),
+        "null_residual": ((J_pu.norm() / pu.norm()) / (J_w.norm() / w.norm())).item(),
+        "gradient_overlap": overlap(spec, theta, grad, proj)["all"],
+        "chance_overlap": chance_overlap(spec),
+        "balance_change": change(balanced),
+        "balance_residual": max(imb1[p].abs().max().item() / max(imb0[p].abs().max().item(), 1e-300) for p in PARTS),
+        "balance_idempotence": ((balance(spec, balanced) - balanced).abs().max() / balanced.abs().max()).item(),
+        "norm_before": theta.norm().item(),
+        "norm_after": balanced.norm().item(),
+    }
+
+
+def grid_specs(d_model: int, heads, kv_groups, head_dims, rope, biases) -> list[AttentionSpec]:
+    """The check grid: H in heads, G in kv_groups dividing H, d_head_qk = d_head_v in head_dims, each RoPE
+    variant (none/half/full, via attnid.counting.rope_dims_for; repeats skipped) and bias subset."""
+
+    specs = []
+    for H, G, dh, variant, b in itertools.product(heads, kv_groups, head_dims, rope, biases):
+        if H % G:
+            continue
+        spec = AttentionSpec(d_model, H, G, d_head_qk=dh, d_head_v=dh, rope_dims=rope_dims_for(variant, dh), biases=b)
+        if spec not in specs and (variant == "none" or spec.rope_dims):
+            specs.append(spec)
+    return specs
+
+
+def check_grid(grid: dict):
+    """One :func:`check_spec` row per spec of :func:`grid_specs` and seed: a DataFrame."""
+
+    specs = grid_specs(
+        grid["d_model"], grid["heads"], grid["kv_groups"], grid["head_dims"], grid["rope"], grid["biases"]
+    )
+    rows = [check_spec(spec, seed, tuple(grid["batch"]), grid["max_dense"]) for spec in specs for seed in grid["seeds"]]
+    return pd.DataFrame(rows)
+
+
+# (name, column, how to reduce over the grid, bound the paper states, direction of the bound)
+SUMMARY = [
+    ("function change, allowed action", "change_allowed", "max", 1e-10, "<"),
+    ("function change, head permutation", "change_permutation", "max", 1e-10, "<"),
+    ("function change, generic M under RoPE", "change_noncommuting", "min", 1e-3, ">"),
+    ("function change, per-head M in a GQA group", "change_per_head", "min", 1e-3, ">"),
+    ("projection idempotence error", "idempotence_error", "max", 1e-10, "<"),
+    ("projection self-adjointness error", "adjointness_error", "max", 1e-10, "<"),
+    ("Jacobian null-space residual", "null_residual", "max", 1e-10, "<"),
+    ("gradient overlap", "gradient_overlap", "max", 1e-8, "<"),
+    ("balance: function change", "balance_change", "max", 1e-10, "<"),
+    ("balance: imbalance left", "balance_residual", "max", 1e-10, "<"),
+    ("balance: norm after / before", "norm_ratio", "max", 1.0, "<"),
+]
+
+
+def summarize(checks):
+    """The paper's short table: per property the worst value over the grid (max, or min for the changes that
+    must be large), the bound, its direction and pass/fail; the first row is the share of specs with dim T = count."""
+
+    df = checks.assign(norm_ratio=checks.norm_after / checks.norm_before)
+    rows = [
+        {
+            "check": "dim T = count",
+            "worst": float(df.dim_match.mean()),
+            "bound": 1.0,
+            "direction": "=",
+            "passed": bool(df.dim_match.all()),
+            "specs": len(df),
+        }
+    ]
+    for name, column, how, bound, direction in SUMMARY:
+        values = df[column].dropna()
+        worst = float(getattr(values, how)()) if len(values) else float("nan")
+        passed = bool(len(values) == 0 or (worst < bound if direction == "<" else worst > bound))
+        rows.append(
+            {
+                "check": name,
+                "worst": worst,
+                "bound": bound,
+                "direction": direction,
+                "passed": passed,
+                "specs": len(values),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def latex_number(x: float) -> str:
+    """3.1e-16 -> '\\ensuremath{3.1\\times10^{-16}}' (plain for 0.01 <= |x| < 1000 or 0, 'n/a' for nan)."""
+    if math.isnan(x):
+        return "n/a"
+    if x == 0 or 1e-2 <= abs(x) < 1e3:
+        return f"{x:.3g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"\\ensuremath{{{mantissa}\\times10^{{{int(exponent)}}}}}"
+
+
+def summary_latex(summary):
+    """The summary table with LaTeX-formatted cells (columns: check, worst over the grid, bound, specs)."""
+
+    rows = []
+    for row in summary.itertuples():
+        if row.direction == "=":  # the share of specs where dim T = count
+            worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
+        else:
+            worst, bound = latex_number(row.worst), f"${row.direction}$ " + latex_number(row.bound)
+        rows.append(
+            {"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)}
+        )
+    return pd.DataFrame(rows)
