@@ -56,6 +56,7 @@ import torch
 from tqdm import tqdm
 
 from . import symmetry
+from .device import resolve_device
 from .models import Student, TinyTransformer
 from .spec import AttentionSpec
 from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
@@ -211,6 +212,7 @@ def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     summary: final and mean values of the run (see `summarize`), its config, and its wall time.
     Raises RunDiverged (naming the run and step) when the training loss is not finite.
     """
+    resolve_device(cfg.device)  # a clear DeviceError when the config asks for CUDA on a machine without it
     with _Deterministic(cfg.device):
         return _train(cfg, progress)
 
@@ -226,7 +228,7 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     probe = task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
 
     chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
-    theta0 = [layer.theta.detach().clone() for layer in layers]  # (P,) each
+    theta0 = [symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers]  # conserved quantities at theta_0
     nan = float("nan")
     # Per-(step, layer) measurements, kept on the device (no host sync in the loop) and fetched at the end.
     rows = {c: torch.full((S, L), nan, dtype=torch.float64, device=cfg.device) for c in METRIC_COLUMNS[2:]}
@@ -256,15 +258,18 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
 
         with torch.no_grad():
             for i, layer in enumerate(layers):
+                if not (measure or cfg.rebalance == "project"):
+                    continue
+                projector = symmetry.Projector(spec, before[i])  # P_T at theta_t, set up once for this step
                 u = layer.theta - before[i]  # (P,) the optimizer's update
                 if cfg.rebalance == "project":
-                    applied = symmetry.project_out(spec, before[i], u)
-                    layer.theta.copy_(before[i] + applied)
-                    rows["rebalance_norm_removed"][t, i] = (u - applied).norm()
+                    tangent = projector(u)  # P_T u
+                    layer.theta.copy_(before[i] + (u - tangent))
+                    rows["rebalance_norm_removed"][t, i] = tangent.norm()
                     u = layer.theta - before[i]  # the update actually applied (after rounding)
                 if measure:
                     rows["update_norm"][t, i] = u.norm()
-                    for part, value in symmetry.overlap(spec, before[i], u).items():
+                    for part, value in symmetry.overlap(spec, before[i], u, projector=projector).items():
                         rows[f"overlap_{part}"][t, i] = value
             if cfg.rebalance == "balance" and (t + 1) % cfg.rebalance_interval == 0:
                 for i, layer in enumerate(layers):
@@ -275,7 +280,7 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
                     rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
             if measure:
                 for i, layer in enumerate(layers):
-                    for part, value in symmetry.imbalance_drift(spec, theta0[i], layer.theta).items():
+                    for part, value in symmetry.imbalance_drift(spec, None, layer.theta, reference=theta0[i]).items():
                         rows[f"drift_{part}"][t, i] = value
         bar.update()
     bar.close()
@@ -292,7 +297,7 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
         final_eval_loss=final_eval_loss,
         final_eval_accuracy=final_eval_accuracy if task.has_accuracy else nan,
         steps=S,
-        parameters_per_layer=int(theta0[0].numel()),
+        parameters_per_layer=int(layers[0].theta.numel()),
         attention_layers=L,
         seconds=time.perf_counter() - start,
         config=cfg.to_dict(),
