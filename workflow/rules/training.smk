@@ -1,31 +1,8 @@
 # Training sweeps with and without rebalancing (issue 5): one job per run, then one aggregation.
 # Grids, steps, seeds and optimizers come from config `training:` (see attnid.sweep).
 
-TRAINING = config["training"]
-TRAIN_RUN = f"{RESULTS}/training/runs/{{task}}/{{optimizer}}/{{rebalance}}/h{{heads}}/s{{seed}}"
 
-
-def training_runs():
-    """Wildcards of every run (as attnid.sweep.runs, without importing torch into the DAG)."""
-    for section in TRAINING["tasks"]:
-        for optimizer in section["optimizers"]:
-            for rebalance in TRAINING["rebalance"]:
-                for heads in section["heads"]:
-                    for seed in TRAINING["seeds"]:
-                        yield dict(task=section["task"], optimizer=optimizer["name"], rebalance=rebalance, heads=heads, seed=seed)
-
-
-def train_run_params(wildcards):
-    """The part of `training:` that defines this run (editing another run's settings reruns only that run)."""
-    (section,) = [s for s in TRAINING["tasks"] if s["task"] == wildcards.task]
-    (optimizer,) = [o for o in section["optimizers"] if o["name"] == wildcards.optimizer]
-    section = {k: v for k, v in section.items() if k != "heads"} | {"optimizers": [optimizer]}
-    common = {k: v for k, v in TRAINING.items() if k not in ("tasks", "seeds", "rebalance", "checks")}
-    return common | {"tasks": [section]}
-
-
-def training_outputs(name):
-    return [f"{TRAIN_RUN}/{name}".format(**run) for run in training_runs()]
+include: "training_common.smk"
 
 
 rule train_run:
@@ -42,11 +19,11 @@ rule train_run:
         rebalance="none|project|balance",
         heads=r"\d+",
         seed=r"\d+",
+    conda:
+        CONDA_ENV
     threads: 1  # one small model per job: torch uses exactly this many threads
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
-    conda:
-        CONDA_ENV
     params:
         training=train_run_params,
         device=config["device"],
@@ -83,5 +60,8 @@ TARGETS["data"] += [
     rules.training_aggregate.output.checks,
     rules.training_aggregate.output.macros,
 ]
-TARGETS["tables"] += [rules.training_aggregate.output.tex, rules.training_aggregate.output.csv]
+TARGETS["tables"] += [
+    rules.training_aggregate.output.tex,
+    rules.training_aggregate.output.csv,
+]
 MACRO_FRAGMENTS.append(rules.training_aggregate.output.macros)
