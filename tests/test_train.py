@@ -162,6 +162,51 @@ def test_divergence_names_the_run_and_the_step():
         train(cfg, progress=False)
 
 
+class FakeSnakemake:
+    """What workflow/scripts/train_run.py reads from Snakemake's `snakemake` object."""
+
+    def __init__(self, tmp_path, training, wildcards):
+        from types import SimpleNamespace
+
+        run = tmp_path / "run"
+        self.log = [str(tmp_path / "run.log")]
+        self.threads = 1
+        self.wildcards = wildcards
+        self.params = SimpleNamespace(training=training, device="cpu")
+        self.output = SimpleNamespace(metrics=str(run / "metrics.parquet"), summary=str(run / "summary.json"))
+
+
+@pytest.mark.parametrize("lr", [1.0, 1e200])
+def test_train_run_script_writes_everything_or_nothing(tmp_path, lr):
+    import json
+    import runpy
+    import sys
+
+    training = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())["training"]
+    training["tasks"][0]["optimizers"][0]["lr"] = lr
+    wildcards = {"task": "teacher_student", "optimizer": "sgd", "rebalance": "none", "heads": "2", "seed": "0"}
+    fake = FakeSnakemake(tmp_path, training, wildcards)
+    stderr = sys.stderr
+    try:
+        if lr > 1e100:
+            with pytest.raises(RunDiverged, match="teacher_student/sgd/none/h2/s0"):
+                runpy.run_path(str(ROOT / "workflow/scripts/train_run.py"), init_globals={"snakemake": fake})
+        else:
+            runpy.run_path(str(ROOT / "workflow/scripts/train_run.py"), init_globals={"snakemake": fake})
+    finally:
+        sys.stderr.close()
+        sys.stderr = stderr
+    run = tmp_path / "run"
+    if lr > 1e100:
+        assert not run.exists() or not any(run.iterdir())  # no output at all, not even a temporary file
+        return
+    metrics = pd.read_parquet(fake.output.metrics)
+    assert list(metrics.columns) == CONTRACT_METRICS
+    summary = json.loads(Path(fake.output.summary).read_text())
+    assert summary["optimizer"] == "sgd" and summary["heads"] == 2 and summary["max_overlap_all"] < ROUNDING
+    assert "100%" in Path(fake.log[0]).read_text()  # the progress bar went to the log
+
+
 def test_metrics_every_thins_the_measurements_only():
     every, _ = train(tiny(optimizer="adam", lr=0.01), progress=False)
     thinned, _ = train(tiny(optimizer="adam", lr=0.01, metrics_every=5), progress=False)

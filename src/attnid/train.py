@@ -286,6 +286,8 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     bar.close()
 
     final_eval_loss, final_eval_accuracy = _evaluate(task, model, eval_data)  # at theta_S, after the last update
+    if not math.isfinite(final_eval_loss):
+        raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S - 1}")
     columns = {c: v.cpu().reshape(-1).numpy() for c, v in rows.items()}  # row-major: (step, layer)
     metrics = pd.DataFrame(
         {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(), **columns}
