@@ -228,7 +228,7 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     probe = task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
 
     chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
-    theta0 = [symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers]  # conserved quantities at theta_0
+    reference = [symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers]  # conserved quantities at theta_0
     nan = float("nan")
     # Per-(step, layer) measurements, kept on the device (no host sync in the loop) and fetched at the end.
     rows = {c: torch.full((S, L), nan, dtype=torch.float64, device=cfg.device) for c in METRIC_COLUMNS[2:]}
@@ -280,7 +280,7 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
                     rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
             if measure:
                 for i, layer in enumerate(layers):
-                    for part, value in symmetry.imbalance_drift(spec, None, layer.theta, reference=theta0[i]).items():
+                    for part, value in symmetry.imbalance_drift(spec, None, layer.theta, reference=reference[i]).items():
                         rows[f"drift_{part}"][t, i] = value
         bar.update()
     bar.close()
@@ -292,8 +292,6 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     metrics = pd.DataFrame(
         {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(), **columns}
     )[list(METRIC_COLUMNS)]
-    if not task.has_accuracy:
-        metrics["eval_accuracy"] = nan
     summary = summarize(metrics)
     summary.update(
         final_eval_loss=final_eval_loss,
