@@ -13,6 +13,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/counting.smk"
+include: "workflow/rules/jacobian.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/symmetry.smk"

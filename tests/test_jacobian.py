@@ -1,0 +1,171 @@
+"""The Jacobian judge: rank routine, input sizing, verify calls, null-space directions, certificate, grids."""
+
+import argparse
+import math
+
+import pytest
+import torch
+
+from attnid import AttentionSpec, Layout, count
+from attnid import jacobian as jac
+
+
+def test_numerical_rank_of_known_rank_matrices():
+    gen = torch.Generator().manual_seed(0)
+    for m, n, r in [(30, 20, 7), (20, 20, 20), (50, 12, 1), (9, 9, 0)]:
+        A = torch.randn(m, r, generator=gen, dtype=torch.float64) @ torch.randn(r, n, generator=gen, dtype=torch.float64)
+        res = jac.numerical_rank(torch.linalg.svdvals(A))
+        assert res["rank"] == r
+        if 0 < r < min(m, n):
+            assert res["sigma_dropped"] < 1e-14 and res["sigma_kept"] > 1e-4 and res["gap"] > 10
+    # graded singular values straddling the tolerance, given in any order
+    sigma = torch.tensor([1e-12, 1.0, 1e-3, 1e-9, 1e-11])
+    res = jac.numerical_rank(sigma)
+    assert res["rank"] == 3 and res["sigma_kept"] == pytest.approx(1e-9) and res["sigma_dropped"] == pytest.approx(1e-11)
+    assert res["gap"] == pytest.approx(2.0)
+    assert jac.numerical_rank(sigma, rtol=1e-6)["rank"] == 2
+    assert jac.numerical_rank(torch.ones(4))["gap"] == math.inf
+
+
+def test_input_sizing_rule():
+    spec = AttentionSpec(64, 8)  # info = min(64, 65, 8 (T - 1)) with T = 9
+    s = jac.input_sizing(spec, oversample=1.25)
+    assert (s.info_per_token, s.seq_len) == (64, 9) and s.tokens == math.ceil(1.25 * 16384 / 64)
+    assert s.batch * s.seq_len >= s.tokens
+    rope = jac.input_sizing(AttentionSpec(16, 1, rope_dims=16))
+    assert rope.seq_len >= 16 + 2  # every RoPE frequency at enough relative offsets
+    thin = jac.input_sizing(AttentionSpec(8, 1, d_head_qk=2, d_head_v=1), oversample=3)
+    assert thin.info_per_token == 2  # a token's output moves in at most H d_v + 1 = 2 directions
+    causal = jac.input_sizing(AttentionSpec(8, 2, causal=True))
+    assert causal.seq_len >= 2 * 8 // 2 + 1  # a causal query sees half the keys on average
+    with pytest.raises(ValueError):
+        jac.input_sizing(spec, oversample=0)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        AttentionSpec(8, 2, biases="qkvo"),  # every bias, no RoPE: b_K and b_V fully unidentified
+        AttentionSpec(8, 4, n_kv_heads=1, rope_dims=2, biases="kv", causal=True),  # MQA, partial RoPE, causal
+        AttentionSpec(4, 2, n_kv_heads=1, d_head_qk=6, d_head_v=6, rope_dims=2, biases="qkv"),  # heads above d_model, b_V without b_O
+        AttentionSpec(3, 1, d_head_qk=8, d_head_v=7, rope_dims=4, biases="qkvo"),  # bias/RoPE corner, H d_k >> d
+    ],
+    ids=lambda s: s.label,
+)
+def test_verify_agrees(spec):
+    row = jac.verify(spec)
+    assert row["passed"], row
+    assert row["measured"] == row["predicted"] == count(spec).unidentified
+    assert row["measured_half"] == row["measured"] and row["measured_other_seeds"] == str(row["measured"])
+    assert row["symmetry_rank"] == row["predicted"] and row["symmetry_residual"] < 1e-13
+    assert row["outside_min"] > 1e-6
+    assert row["sigma_dropped"] < 1e-13 < 1e-7 < row["sigma_kept"]
+
+
+def test_verify_detects_a_wrong_count(monkeypatch):
+    """The check is not vacuous: a count off by one fails agree and directions_ok."""
+    spec = AttentionSpec(8, 2, rope_dims=2)
+    real = count(spec)
+    monkeypatch.setattr(jac, "count", lambda s: type(real)(real.total, real.unidentified + 1, real.breakdown))
+    row = jac.verify(spec, other_seeds=(), half_batch=False)
+    assert not row["passed"] and not row["agree"] and not row["directions_ok"]
+    assert "d8_h2" in jac.failures_message(__import__("pandas").DataFrame([row]))
+
+
+def test_too_few_tokens_lose_rank():
+    """Fewer rows than the information rule asks for: the measured dimension goes up (so sizing matters)."""
+    spec = AttentionSpec(16, 4)
+    assert jac.measure(spec, oversample=0.5)[0]["measured"] > count(spec).unidentified
+
+
+def test_symmetry_directions_span_the_null_space():
+    spec = AttentionSpec(4, 4, n_kv_heads=2, d_head_qk=6, d_head_v=5, rope_dims=2, biases="qkv")
+    res, J, theta, x, _ = jac.measure(spec)
+    V = jac.symmetry_directions(spec, theta)
+    Q = jac.orthonormal_basis(V)
+    assert V.shape[0] > Q.shape[1] == count(spec).unidentified  # generators dependent above d_model
+    assert torch.linalg.matrix_norm(J @ Q, ord=2) < 1e-13 * res["sigma_max"]
+    # the null space of J (right singular vectors past the rank) equals span Q
+    _, _, vh = torch.linalg.svd(J, full_matrices=False)
+    null = vh[J.shape[1] - res["measured"] :].mT
+    assert torch.linalg.svdvals(Q.mT @ null).min() > 1 - 1e-8
+    for name, vec in jac.outside_directions(spec, theta).items():
+        assert (J @ vec).norm() > 1e-6 * res["sigma_max"] * vec.norm(), name
+
+
+def test_symmetry_directions_agree_with_the_symmetry_projector():
+    """Independent derivations: the generators here and attnid.symmetry's projection onto T."""
+    symmetry = pytest.importorskip("attnid.symmetry")
+    spec = AttentionSpec(4, 2, n_kv_heads=1, d_head_qk=6, d_head_v=3, rope_dims=2, biases="qvo")
+    theta = Layout(spec).init(torch.Generator().manual_seed(4))
+    Q = jac.orthonormal_basis(jac.symmetry_directions(spec, theta))
+    projected = symmetry.project(spec, theta, Q.mT)  # (m, P)
+    torch.testing.assert_close(projected, Q.mT, rtol=1e-9, atol=1e-9)
+
+
+def test_commutant_basis_commutes_with_rope():
+    from attnid.attention import apply_rope, rope_angles
+
+    spec = AttentionSpec(8, 1, d_head_qk=6, rope_dims=4)
+    basis = jac.commutant_basis(spec)
+    assert basis.shape == (2 * 2 + 4, 6, 6)  # u^2 + p
+    R = apply_rope(torch.eye(6, dtype=torch.float64), rope_angles(spec, 5, torch.float64, "cpu")[3:4])  # a rotation (6, 6)
+    for M in basis:
+        torch.testing.assert_close(R @ M, M @ R)
+
+
+def test_certificate_matches_dense():
+    spec = AttentionSpec(8, 4, n_kv_heads=2, rope_dims=2, biases="qkvo")
+    row = jac.certify(spec, block=64, log=lambda *a: None)
+    assert row["certified"] and row["passed"] and row["measured"] == count(spec).unidentified
+    assert row["sigma_kept"] > jac.CERT_RTOL and row["sigma_dropped"] < 1e-13
+    assert row["peak_memory_bytes"] > 0 and row["seconds_gram"] >= 0
+
+
+def test_certificate_fails_without_enough_rows():
+    """With too few tokens J[:, S^c] is rank deficient: the shifted Cholesky must refuse."""
+    row = jac.certify(AttentionSpec(16, 4), oversample=0.4, log=lambda *a: None)
+    assert not row["certified"] and row["measured"] is None and not row["passed"]
+
+
+def test_accumulate_gram_lower_triangle():
+    rows = torch.randn(40, 13, dtype=torch.float64)
+    A = torch.zeros(13, 13, dtype=torch.float64)
+    jac.accumulate_gram(A, rows[:25], block=4)
+    jac.accumulate_gram(A, rows[25:], block=4)
+    torch.testing.assert_close(A.tril(), (rows.T @ rows).tril())
+
+
+def test_grid_expansion():
+    families = [
+        {"name": "a", "d_model": [8], "n_heads": [4], "n_kv_heads": [1, 3, 4], "rope": ["none", "full", 6]},
+        {"name": "b", "d_model": [8], "n_heads": [4], "biases": ["all"]},
+    ]
+    grid = jac.expand_grid(families)
+    labels = [s.label for _, s in grid]
+    assert len(labels) == len(set(labels))  # the MHA no-bias spec appears once, under family a
+    assert sum(f == "a" for f, _ in grid) == 4  # G = 3 skipped; rope 6 > d_head 2 skipped
+    assert sum(f == "b" for f, _ in grid) == 15
+    with pytest.raises(ValueError, match="no valid spec"):
+        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [3]})
+    with pytest.raises(ValueError, match="unknown"):
+        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [2], "heads": [1]})
+    assert jac.spec_from_fields({"d_model": 16, "n_heads": 4, "rope": "half"}).rope_dims == 2
+
+
+def test_bias_effects_table():
+    df = jac.bias_effects([{"d_model": 4, "n_heads": 2}], ["none", "full"], log=lambda *a: None)
+    assert len(df) == 2 * 4 * 2 and df["agree"].all()
+    key = df[(df.bias == "k") & (df.others == "none")].set_index("rope")["measured"]
+    assert key["none"] == 4 and key["full"] == 0  # b_K fully unidentified without RoPE, fully seen with
+    value = df[(df.bias == "v") & (df.rope == "none")].set_index("others")["measured"]
+    assert value["none"] == 0 and value["qko"] == 4  # b_V is absorbed only when b_O is there
+
+
+def test_verify_cli_json():
+    from attnid.__main__ import main
+
+    args = argparse.Namespace(seed=0, oversample=None, method="auto", dense_max_params=6000, device="cpu", threads=None, no_invariance=True)
+    out = jac.verify_cli(AttentionSpec(4, 2, rope_dims=2, biases="k"), args)
+    assert out["passed"] and out["method"] == "dense" and {"predicted", "measured", "gap", "seconds"} <= set(out)
+    assert main(["verify", "--d-model", "4", "--heads", "2", "--rope", "full", "--bias", "qkvo", "--no-invariance", "--json"]) == 0
