@@ -24,24 +24,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from worktree import copy_tree
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "config/smoke.yaml"
 TASK = "teacher_student"  # the cheapest task: one attention layer
 N_RUNS = 4  # the first runs in path order: 2 finish, 1 is killed, 1 has not started
 pytestmark = pytest.mark.slow
-
-
-def copy_tree(dest: Path) -> None:
-    """The working tree as git sees it (tracked and untracked files; ignored ones such as results/ left out)."""
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode()
-    for rel in filter(None, out.split("\0")):
-        if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
 
 
 def snakemake(work: Path, *args: str) -> list[str]:

@@ -14,8 +14,9 @@
 # 3. copies the working tree twice; runs TARGET (default: a few training runs of the smoke
 #    preset, or the counting outputs if the training rules are absent) once through SLURM and
 #    once locally (--cores 2);
-# 4. checks: every Snakemake job is a COMPLETED SLURM job in sacct (count, state, rule names),
-#    and every result file equals the local one (timing columns and logs excepted);
+# 4. checks: every Snakemake job is a COMPLETED SLURM job in sacct (count, state, rule names,
+#    time limit and memory as the profile sets them for the rule), and every result file
+#    equals the local one (timing columns and logs excepted);
 # 5. stops every daemon it started (trap on EXIT), and only those.
 # Env: ATTNID_SLURM_CONFIG (default config/smoke.yaml), ATTNID_SLURM_KEEP=1 keeps the folder,
 # ATTNID_SLURM_SHELL='cmd' runs cmd against the cluster instead of the sweep (debugging).
@@ -231,8 +232,9 @@ say "local run: $((SECONDS - t0)) s"
 # --- 4. checks ---------------------------------------------------------------------------------
 njobs=$(grep -oE '^[0-9]+ of [0-9]+ steps \(100%\) done' "$W/log/snakemake-slurm.log" | tail -1 | cut -d' ' -f1)
 [[ -n $njobs ]] || fail "no 'N of N steps (100%) done' in the SLURM run's log"
-sacct -X -n -P --starttime now-1days --format=JobIDRaw,JobName,State,ExitCode,Comment >"$W/sacct.txt"
+sacct -X -n -P --starttime now-1days --format=JobIDRaw,JobName,State,ExitCode,Comment,Timelimit,ReqMem >"$W/sacct.txt"
 say "sacct: $(wc -l <"$W/sacct.txt") jobs"
 sed 's/^/    /' "$W/sacct.txt" >&2
-python "$REPO/tests/slurm/check.py" "$W/sacct.txt" "$njobs" "$W/slurm-run/results" "$W/local-run/results" "$W/log/jobcomp.txt"
+python "$REPO/tests/slurm/check.py" "$W/sacct.txt" "$njobs" "$W/slurm-run/results" "$W/local-run/results" \
+    "$W/slurm-run/workflow/profiles/slurm/config.yaml" "$W/log/jobcomp.txt"
 say "PASS: $njobs Snakemake jobs ran as COMPLETED SLURM jobs; results equal the local run"
