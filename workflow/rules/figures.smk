@@ -7,12 +7,6 @@
 FIGLIB = "workflow/scripts/figlib.py"
 
 
-def producible(*paths):
-    """True when some rule of the workflow writes every path (so the figure can be built)."""
-    outputs = {str(f) for r in workflow.rules for f in r.output}
-    return all(str(p) in outputs for p in paths)
-
-
 rule fig_ratio:
     input:
         ratios=f"{RESULTS}/counting/ratios.csv",
@@ -109,14 +103,10 @@ rule fig_conserved:
         "../scripts/fig_conserved.py"
 
 
-FIGURE_RULES = [
-    rules.fig_ratio,
-    rules.fig_architectures,
-    rules.fig_overlap,
-    rules.fig_loss,
-    rules.fig_conserved,
+TARGETS["figures"] += [
+    *rules.fig_ratio.output,
+    *rules.fig_architectures.output,
+    *rules.fig_overlap.output,
+    *rules.fig_loss.output,
+    *rules.fig_conserved.output,
 ]
-for figure_rule in FIGURE_RULES:
-    data = [f for name, f in figure_rule.input.items() if name != "helper"]
-    if producible(*data):
-        TARGETS["figures"] += [figure_rule.output.pdf, figure_rule.output.png]

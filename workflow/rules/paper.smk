@@ -2,21 +2,13 @@
 # rule `paper` builds results/paper/main.pdf with latexmk from paper/ and the generated tables,
 # figures and macros. Include this file last: its inputs are the other topics' outputs.
 
-PAPER_SOURCES = (
-    {  # aggregated results that macros.py summarises for the prose (Paper* macros)
-        "verification": f"{RESULTS}/jacobian/verification.csv",
-        "training": f"{RESULTS}/training/summary.parquet",
-    }
-)
-
 
 rule macros:
     input:
-        **{
-            k: (lambda w, f=f: [f] if producible(f) else [])
-            for k, f in PAPER_SOURCES.items()
-        },
         fragments=lambda wildcards: MACRO_FRAGMENTS,
+        # aggregated results that macros.py summarises for the prose (Paper* macros)
+        verification=f"{RESULTS}/jacobian/verification.csv",
+        training=f"{RESULTS}/training/summary.parquet",
     output:
         f"{RESULTS}/tables/macros.tex",
     log:

@@ -110,11 +110,8 @@ def combine(fragments: dict[str, str], derived: dict[str, str] | None = None) ->
 
 if __name__ == "__main__" and "snakemake" in globals():
     fragments = {str(p): Path(p).read_text() for p in snakemake.input.fragments}  # noqa: F821
-    derived = {}
-    if snakemake.input.get("verification"):  # noqa: F821
-        derived |= verification_macros(pd.read_csv(snakemake.input.verification))  # noqa: F821
-    if snakemake.input.get("training"):  # noqa: F821
-        derived |= training_macros(pd.read_parquet(snakemake.input.training))  # noqa: F821
+    derived = verification_macros(pd.read_csv(snakemake.input.verification))  # noqa: F821
+    derived |= training_macros(pd.read_parquet(snakemake.input.training))  # noqa: F821
     text = combine(fragments, derived)
     atomic_write_text(snakemake.output[0], text)  # noqa: F821
     Path(snakemake.log[0]).write_text(f"{len(defined_names(text))} macros from {len(fragments)} fragments\n")  # noqa: F821
