@@ -2,6 +2,7 @@
 rebuilt when code, config or software change, and then without rerunning anything else."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,8 +76,9 @@ def test_fingerprint_is_stable_and_complete(tmp_path, monkeypatch):
     assert fp["packages"]["torch"] == torch.__version__
     for name in ("snakemake", "numpy", "pandas", "attnid"):
         assert fp["packages"][name], name
-    assert fp["platform"]["python"] == sys.version.split()[0]
+    assert fp["python"] == sys.version.split()[0]
     rec = provenance.record(fp)
+    assert rec["platform"]["cpu_count"] == os.cpu_count()
     assert rec["torch"]["cuda_available"] == torch.cuda.is_available()
     assert set(provenance.macros(rec)) == {
         "ProvenanceCommit", "ProvenanceConfigHash", "ProvenanceTorch", "ProvenancePython", "ProvenanceDevice"

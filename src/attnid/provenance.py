@@ -2,15 +2,17 @@
 
 A provenance record is two layers:
 
-* the *fingerprint* (`fingerprint`): everything cheap to learn without importing torch:
-  the pinned package versions as installed, python and platform, the git commit, whether
+* the *fingerprint* (`fingerprint`): everything cheap to learn without importing torch that
+  is the same on every machine of one installation (login and compute nodes alike): the
+  pinned package versions as installed, the Python version, the git commit, whether
   the tree is dirty and a sha256 of the uncommitted changes, the sha256 of the effective
   (validated, overridden) config and of each config file, the seeds found in the config and
   the device asked for. The workflow passes it to rule `provenance` as `params`, so that
   Snakemake's params rerun trigger rebuilds results/provenance.json exactly when any of
   these change, and leaves it (and everything downstream of it) alone otherwise;
-* the *runtime* (`torch_runtime`): what torch sees on the machine that runs the job
-  (torch build, CUDA/cuDNN versions, visible GPUs, thread count).
+* the *runtime* (`platform_info`, `torch_runtime`): the machine that runs the job (host,
+  platform, cores) and what torch sees there (torch build, CUDA/cuDNN versions, visible GPUs,
+  thread count).
 
 `record(fingerprint)` joins them with the build time: that dict is results/provenance.json.
 
@@ -27,7 +29,6 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -101,12 +102,15 @@ def package_versions(names: Iterable[str] | None = None) -> dict:
 
 
 def platform_info() -> dict:
+    """The machine that runs the job (under SLURM a compute node: not part of the fingerprint,
+    which the login node computes too, so that it does not differ between the two)."""
     return {
-        "python": sys.version.split()[0],
+        "hostname": platform.node(),
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),  # None outside SLURM
     }
 
 
@@ -159,7 +163,7 @@ def fingerprint(config: Mapping, root: str | Path = ".", configfiles: Iterable[s
         "seeds": find_seeds(config),
         "device": config.get("device", "cpu"),
         "packages": package_versions(),
-        "platform": platform_info(),
+        "python": platform.python_version(),
     }
 
 
@@ -189,8 +193,8 @@ def record(fp: Mapping) -> dict:
     """results/provenance.json: the fingerprint, torch's view of this machine, and the build time (UTC)."""
     return {
         **fp,
+        "platform": platform_info(),
         "torch": torch_runtime(),
-        "hostname": platform.node(),
         "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -203,6 +207,6 @@ def macros(rec: Mapping) -> dict:
         "ProvenanceCommit": commit,
         "ProvenanceConfigHash": rec["config_sha256"][:12],
         "ProvenanceTorch": rec["packages"].get("torch") or "unknown",
-        "ProvenancePython": rec["platform"]["python"],
+        "ProvenancePython": rec["python"],
         "ProvenanceDevice": rec["device"],
     }

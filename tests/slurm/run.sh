@@ -59,8 +59,9 @@ command -v snakemake >/dev/null || fail "snakemake not on PATH (activate the ven
 
 # --- 1. software ------------------------------------------------------------------------------
 need=()
-for c in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client slurmdbd:slurmdbd munged:munge mariadbd:mariadb-server; do
-    command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
+for c in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client sacct:slurm-client slurmdbd:slurmdbd munged:munge \
+    mariadbd:mariadb-server mariadb-install-db:mariadb-server mariadb:mariadb-server; do
+    command -v "${c%%:*}" >/dev/null || [[ " ${need[*]} " == *" ${c#*:} "* ]] || need+=("${c#*:}")
 done
 if ((${#need[@]})); then
     say "apt-get install ${need[*]}"
