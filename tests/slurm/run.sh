@@ -238,4 +238,13 @@ say "sacct: $(wc -l <"$W/sacct.txt") jobs"
 sed 's/^/    /' "$W/sacct.txt" >&2
 python "$REPO/tests/slurm/check.py" "$W/sacct.txt" "$njobs" "$W/slurm-run/results" "$W/local-run/results" \
     "$W/slurm-run/workflow/profiles/slurm/config.yaml" "$W/log/jobcomp.txt"
-say "PASS: $njobs Snakemake jobs ran as COMPLETED SLURM jobs; results equal the local run"
+# The parameters the cluster jobs recorded are the ones the submitting Snakemake computes:
+# a second build has nothing to do (provenance included), and the record names its SLURM job.
+(cd "$W/slurm-run" && snakemake "${targets[@]}" -n --configfile "$CONFIG" 2>&1) | grep -q "Nothing to be done" ||
+    fail "a second build through the profile would redo work"
+python - "$W/slurm-run/results/provenance.json" <<'EOF'
+import json, sys
+rec = json.load(open(sys.argv[1]))
+assert rec["platform"]["slurm_job_id"], "provenance.json was not written inside a SLURM job"
+EOF
+say "PASS: $njobs Snakemake jobs ran as COMPLETED SLURM jobs; results equal the local run; nothing left to redo"
