@@ -15,8 +15,9 @@
 #    preset, or the counting outputs if the training rules are absent) once through SLURM and
 #    once locally (--cores 2);
 # 4. checks: every Snakemake job is a COMPLETED SLURM job in sacct (count, state, rule names,
-#    time limit and memory as the profile sets them for the rule), and every result file
-#    equals the local one (timing columns and logs excepted);
+#    time limit and memory as the profile sets them for the rule), every result file equals
+#    the local one (timing columns and logs excepted), a second build through the profile has
+#    nothing to do, and provenance.json was written inside a SLURM job;
 # 5. stops every daemon it started (trap on EXIT), and only those.
 # Env: ATTNID_SLURM_CONFIG (default config/smoke.yaml), ATTNID_SLURM_KEEP=1 keeps the folder,
 # ATTNID_SLURM_SHELL='cmd' runs cmd against the cluster instead of the sweep (debugging).
