@@ -169,3 +169,18 @@ def test_verify_cli_json():
     out = jac.verify_cli(AttentionSpec(4, 2, rope_dims=2, biases="k"), args)
     assert out["passed"] and out["method"] == "dense" and {"predicted", "measured", "gap", "seconds"} <= set(out)
     assert main(["verify", "--d-model", "4", "--heads", "2", "--rope", "full", "--bias", "qkvo", "--no-invariance", "--json"]) == 0
+
+
+def test_random_small_specs():
+    """A fixed random sample of small specs (any head sizes, groups, RoPE, biases, mask) all pass."""
+    import random
+
+    rng = random.Random(11)
+    for _ in range(12):
+        G, r, k = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 7)
+        spec = AttentionSpec(
+            rng.randint(2, 5), G * r, G, k, rng.randint(1, 7), rope_dims=rng.choice([0, *range(2, k + 1, 2)]),
+            biases=rng.choice(jac.BIAS_SUBSETS), causal=rng.random() < 0.3,
+        )  # fmt: skip
+        row = jac.verify(spec, other_seeds=(), half_batch=False)
+        assert row["passed"], row

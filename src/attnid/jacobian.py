@@ -108,9 +108,9 @@ BIAS_SUBSETS = ["".join(c) for n in range(5) for c in itertools.combinations("qk
 class Sizing:
     """How many random tokens the measurement uses (rule in the module docstring)."""
 
-    info_per_token: int  # min(d, H d_v + 1): independent equations one token's output can carry
-    tokens: int  # N >= oversample * P / info
-    seq_len: int  # T = max(min_seq_len, p + 2)
+    info_per_token: int  # min(d, H d_v + 1, H (T - 1) [/2 if causal]): equations one token's output can carry
+    tokens: int  # N = ceil(oversample * P / info)
+    seq_len: int  # T = max(min_seq_len, p + 2, ceil(d / H [x2 if causal]) + 1)
     batch: int  # B = max(2, ceil(N / T)) sequences (two at least, so that half the batch is a batch)
 
 
@@ -544,6 +544,8 @@ def reset_peak_memory() -> None:
 
 def _pivot_coordinates(Q: torch.Tensor) -> torch.Tensor:
     """m row indices S of Q (P, m) chosen by LU with partial pivoting (Q[S, :] is invertible)."""
+    if Q.shape[1] == 0:
+        return torch.zeros(0, dtype=torch.long)
     _, pivots = torch.linalg.lu_factor(Q)
     perm = list(range(Q.shape[0]))
     for i, piv in enumerate((pivots - 1).tolist()):  # LAPACK ipiv: row i was swapped with row piv
@@ -566,6 +568,8 @@ def certify(
     """Certified P - rank J for a large spec without forming J (method in the module docstring)."""
     start = time.perf_counter()
     reset_peak_memory()
+    if torch.device(device or "cpu").type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     counts = count(spec)
     sizing = input_sizing(spec, oversample)
     theta, x = random_point(spec, sizing, seed, device, dtype)
@@ -589,7 +593,7 @@ def certify(
     keep = torch.ones(P, dtype=torch.bool)
     keep[S] = False
     rest = torch.nonzero(keep).squeeze(1).to(theta.device)  # S^c, P - m coordinates
-    pivot_cond = float(torch.linalg.cond(Q[S.to(Q.device)]))
+    pivot_cond = float(torch.linalg.cond(Q[S.to(Q.device)])) if m else 1.0
     n = rest.numel()
     A = torch.zeros(n, n, dtype=theta.dtype, device=theta.device)  # lower triangle of J[:, S^c]^T J[:, S^c]
     per_chunk = max(1, int(row_chunk_bytes // (sizing.seq_len * spec.d_model * P * theta.element_size())))
@@ -641,7 +645,9 @@ def certify(
     row["method"] = "certificate"
     row.update(timings)
     row["seconds"] = time.perf_counter() - start
-    row["peak_memory_bytes"] = peak_memory_bytes()
+    row["peak_memory_bytes"] = peak_memory_bytes()  # host (VmHWM)
+    if theta.device.type == "cuda":
+        row["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(theta.device)
     row["threads"] = torch.get_num_threads()
     return row
 
