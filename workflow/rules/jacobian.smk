@@ -5,6 +5,10 @@ JACOBIAN = config["jacobian"]
 JAC = f"{RESULTS}/jacobian"
 
 
+# A GPU request when the config runs on CUDA (the SLURM plugin turns it into --gpus=1).
+JACOBIAN_GPU = 1 if config["device"] == "cuda" else 0
+
+
 rule jacobian_verification:
     output:
         f"{JAC}/verification.csv",
@@ -15,6 +19,8 @@ rule jacobian_verification:
     conda:
         CONDA_ENV
     threads: 2
+    resources:
+        gpu=JACOBIAN_GPU,
     params:
         cfg=JACOBIAN,
         device=config.get("device", "cpu"),
@@ -34,6 +40,8 @@ rule jacobian_ratio_points:
     conda:
         CONDA_ENV
     threads: 2
+    resources:
+        gpu=JACOBIAN_GPU,
     params:
         cfg=JACOBIAN,
         device=config.get("device", "cpu"),
@@ -51,6 +59,8 @@ rule jacobian_spectra:
     conda:
         CONDA_ENV
     threads: 2
+    resources:
+        gpu=JACOBIAN_GPU,
     params:
         cfg=JACOBIAN,
         device=config.get("device", "cpu"),
@@ -68,6 +78,8 @@ rule jacobian_bias_effects:
     conda:
         CONDA_ENV
     threads: 2
+    resources:
+        gpu=JACOBIAN_GPU,
     params:
         cfg=JACOBIAN,
         device=config.get("device", "cpu"),
@@ -135,6 +147,7 @@ if "large" in JACOBIAN:
         threads: 2
         resources:
             mem_mb=8000,
+            gpu=JACOBIAN_GPU,
         params:
             cfg=JACOBIAN,
             device=config.get("device", "cpu"),
