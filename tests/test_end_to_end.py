@@ -4,7 +4,6 @@ Checks that every target of `all` is built, that a second run has nothing to do,
 touching one figure script reruns only that figure (and what depends on it).
 """
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,21 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def tracked_files():
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [line for line in out.stdout.splitlines() if (ROOT / line).is_file()]
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    work = tmp_path_factory.mktemp("repo")
-    for rel in tracked_files():
-        (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, work / rel)
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "all", "--configfile", "config/smoke.yaml"]
-    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-6000:]
-    return work
+def built(smoke_build):
+    return smoke_build
 
 
 def snakemake_dry(work, *targets):
@@ -70,10 +57,26 @@ def test_second_run_has_nothing_to_do(built):
     assert "Nothing to be done" in snakemake_dry(built, "all")
 
 
+def planned_rules(plan: str) -> set[str]:
+    """Rule names from the job-stats table of a dry run ('rule  count' lines)."""
+    rules = set()
+    for line in plan.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
+            rules.add(parts[0])
+    return rules
+
+
 def test_touching_a_figure_script_reruns_only_that_figure(built):
     script = built / "workflow/scripts/fig_architectures.py"
-    script.write_text(script.read_text() + "\n# touched\n")
-    plan = snakemake_dry(built, "all")
+    original = script.read_text()
+    script.write_text(original + "\n# touched\n")
+    try:
+        plan = planned_rules(snakemake_dry(built, "all"))
+    finally:
+        script.write_text(original)
     assert "fig_architectures" in plan
-    for upstream in ["counting_ratios", "counting_architectures", "jacobian", "train_run"]:
-        assert f"{upstream} " not in plan and f"{upstream}\n" not in plan, plan
+    # only the figure and what reads it (its notebook, the paper) may rerun
+    # (provenance records a hash of the uncommitted changes, so its record and the macros the paper cites follow)
+    assert plan <= {"fig_architectures", "nb_counting", "paper", "all", "provenance", "macros"}, plan
+    assert not plan & {"counting_ratios", "jacobian_verification", "train_run", "training_aggregate", "fig_ratio"}

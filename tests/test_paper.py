@@ -1,11 +1,10 @@
 """The paper: every number in the built PDF equals the results it comes from.
 
-Uses results/paper/main.pdf when the pipeline has built it here; otherwise builds the whole DAG
-with the smoke preset in a temporary copy of the repository (slow). Needs latexmk (TeX) and
+Checks the PDF of the smoke-preset build of the whole DAG in a temporary copy of the repository
+(the session fixture `smoke_build` in conftest.py, shared with the end-to-end test). Needs latexmk (TeX) and
 pdftotext (poppler-utils); the PDF checks are skipped, with that reason, only when they are absent.
 """
 
-import os
 import re
 import shutil
 import subprocess
@@ -55,24 +54,11 @@ def as_text(value: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """(repository root whose results/ holds a built paper, PDF text with whitespace collapsed)."""
-    if shutil.which("latexmk") is None or shutil.which("pdftotext") is None:
-        pytest.skip("latexmk or pdftotext missing: apt-get install latexmk texlive-latex-recommended poppler-utils")
-    root = ROOT
-    if not (ROOT / "results/paper/main.pdf").is_file():
-        root = tmp_path_factory.mktemp("repo")
-        files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-        for rel in files.stdout.splitlines():
-            if (ROOT / rel).is_file():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(ROOT / rel, root / rel)
-        cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "paper", "--configfile", "config/smoke.yaml"]
-        out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=os.environ)
-        assert out.returncode == 0, out.stderr[-4000:]
-    text = subprocess.run(["pdftotext", str(root / "results/paper/main.pdf"), "-"], capture_output=True, text=True, check=True).stdout
+def built(smoke_build):
+    """(repository root whose results/ holds the paper built on the smoke preset, PDF text with whitespace collapsed)."""
+    text = subprocess.run(["pdftotext", str(smoke_build / "results/paper/main.pdf"), "-"], capture_output=True, text=True, check=True).stdout
     text = re.sub(r"\s*×\s*", "×", text.replace("\u2212", "-"))
-    return root, " ".join(text.split())
+    return smoke_build, " ".join(text.split())
 
 
 @NEEDS_TEX
