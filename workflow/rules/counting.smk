@@ -83,7 +83,10 @@ rule macros_counting:
         "../scripts/macros_counting.py"
 
 
-TARGETS["data"] += [rules.counting_closed_forms.output.csv, *rules.macros_counting.output]
+TARGETS["data"] += [
+    rules.counting_closed_forms.output.csv,
+    *rules.macros_counting.output,
+]
 TARGETS["tables"] += [
     rules.counting_closed_forms.output.tex,
     *rules.table_counting.output,
