@@ -73,18 +73,21 @@ def training_macros(summary: pd.DataFrame) -> dict[str, str]:
         "PaperChanceMax": number(summary["chance_all"].max()),
     }
     for task in PAPER_TASKS:  # the paper's prose names both tasks; a preset may run one
-        out[f"PaperOverlapList{letters(task)}"] = out[f"PaperFinalLossList{letters(task)}"] = "not run in this preset"
+        for key in ("PaperOverlapList", "PaperBalanceOverlapList", "PaperFinalLossList"):
+            out[f"{key}{letters(task)}"] = "not run in this preset"
     for task, runs in summary.groupby("task"):
         cell = runs.groupby(["optimizer", "rebalance"])[["mean_overlap_all", "final_loss"]].mean()
         optimizers = ordered(runs["optimizer"], list(OPTIMIZER_NAMES))
         modes = ordered(runs["rebalance"], list(REBALANCE_NAMES))
         name = lambda o: OPTIMIZER_NAMES.get(o, o)  # noqa: E731
         overlaps = [f"{name(o)} {number(cell.loc[(o, 'none'), 'mean_overlap_all'])}" for o in optimizers if (o, "none") in cell.index]
+        balanced = [f"{name(o)} {number(cell.loc[(o, 'balance'), 'mean_overlap_all'])}" for o in optimizers if (o, "balance") in cell.index]
         losses = [
             f"{name(o)}: " + ", ".join(f"{number(cell.loc[(o, m), 'final_loss'])} ({REBALANCE_NAMES.get(m, m)})" for m in modes if (o, m) in cell.index)
             for o in optimizers
         ]  # fmt: skip
         out[f"PaperOverlapList{letters(task)}"] = ", ".join(overlaps) or "not measured"
+        out[f"PaperBalanceOverlapList{letters(task)}"] = ", ".join(balanced) or "not measured"
         out[f"PaperFinalLossList{letters(task)}"] = "; ".join(losses)
     return out
 
