@@ -8,12 +8,15 @@ import torch
 
 from attnid import AttentionSpec, Layout, count
 from attnid import jacobian as jac
+from attnid import verification_grid as grid
 
 
 def test_numerical_rank_of_known_rank_matrices():
     gen = torch.Generator().manual_seed(0)
     for m, n, r in [(30, 20, 7), (20, 20, 20), (50, 12, 1), (9, 9, 0)]:
-        A = torch.randn(m, r, generator=gen, dtype=torch.float64) @ torch.randn(r, n, generator=gen, dtype=torch.float64)
+        A = torch.randn(m, r, generator=gen, dtype=torch.float64) @ torch.randn(
+            r, n, generator=gen, dtype=torch.float64
+        )
         res = jac.numerical_rank(torch.linalg.svdvals(A))
         assert res["rank"] == r
         if 0 < r < min(m, n):
@@ -21,7 +24,9 @@ def test_numerical_rank_of_known_rank_matrices():
     # graded singular values straddling the tolerance, given in any order
     sigma = torch.tensor([1e-12, 1.0, 1e-3, 1e-9, 1e-11])
     res = jac.numerical_rank(sigma)
-    assert res["rank"] == 3 and res["sigma_kept"] == pytest.approx(1e-9) and res["sigma_dropped"] == pytest.approx(1e-11)
+    assert (
+        res["rank"] == 3 and res["sigma_kept"] == pytest.approx(1e-9) and res["sigma_dropped"] == pytest.approx(1e-11)
+    )
     assert res["gap"] == pytest.approx(2.0)
     assert jac.numerical_rank(sigma, rtol=1e-6)["rank"] == 2
     assert jac.numerical_rank(torch.ones(4))["gap"] == math.inf
@@ -47,7 +52,9 @@ def test_input_sizing_rule():
     [
         AttentionSpec(8, 2, biases="qkvo"),  # every bias, no RoPE: b_K and b_V fully unidentified
         AttentionSpec(8, 4, n_kv_heads=1, rope_dims=2, biases="kv", causal=True),  # MQA, partial RoPE, causal
-        AttentionSpec(4, 2, n_kv_heads=1, d_head_qk=6, d_head_v=6, rope_dims=2, biases="qkv"),  # heads above d_model, b_V without b_O
+        AttentionSpec(
+            4, 2, n_kv_heads=1, d_head_qk=6, d_head_v=6, rope_dims=2, biases="qkv"
+        ),  # heads above d_model, b_V without b_O
         AttentionSpec(3, 1, d_head_qk=8, d_head_v=7, rope_dims=4, biases="qkvo"),  # bias/RoPE corner, H d_k >> d
     ],
     ids=lambda s: s.label,
@@ -69,7 +76,7 @@ def test_verify_detects_a_wrong_count(monkeypatch):
     monkeypatch.setattr(jac, "count", lambda s: type(real)(real.total, real.unidentified + 1, real.breakdown))
     row = jac.verify(spec, other_seeds=(), half_batch=False)
     assert not row["passed"] and not row["agree"] and not row["directions_ok"]
-    assert "d8_h2" in jac.failures_message(__import__("pandas").DataFrame([row]))
+    assert "d8_h2" in grid.failures_message(__import__("pandas").DataFrame([row]))
 
 
 def test_too_few_tokens_lose_rank():
@@ -109,7 +116,9 @@ def test_commutant_basis_commutes_with_rope():
     spec = AttentionSpec(8, 1, d_head_qk=6, rope_dims=4)
     basis = jac.commutant_basis(spec)
     assert basis.shape == (2 * 2 + 4, 6, 6)  # u^2 + p
-    R = apply_rope(torch.eye(6, dtype=torch.float64), rope_angles(spec, 5, torch.float64, "cpu")[3:4])  # a rotation (6, 6)
+    R = apply_rope(
+        torch.eye(6, dtype=torch.float64), rope_angles(spec, 5, torch.float64, "cpu")[3:4]
+    )  # a rotation (6, 6)
     for M in basis:
         torch.testing.assert_close(R @ M, M @ R)
 
@@ -141,20 +150,20 @@ def test_grid_expansion():
         {"name": "a", "d_model": [8], "n_heads": [4], "n_kv_heads": [1, 3, 4], "rope": ["none", "full", 6]},
         {"name": "b", "d_model": [8], "n_heads": [4], "biases": ["all"]},
     ]
-    grid = jac.expand_grid(families)
-    labels = [s.label for _, s in grid]
+    specs = grid.expand_grid(families)
+    labels = [s.label for _, s in specs]
     assert len(labels) == len(set(labels))  # the MHA no-bias spec appears once, under family a
-    assert sum(f == "a" for f, _ in grid) == 4  # G = 3 skipped; rope 6 > d_head 2 skipped
-    assert sum(f == "b" for f, _ in grid) == 15
+    assert sum(f == "a" for f, _ in specs) == 4  # G = 3 skipped; rope 6 > d_head 2 skipped
+    assert sum(f == "b" for f, _ in specs) == 15
     with pytest.raises(ValueError, match="no valid spec"):
-        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [3]})
+        grid.expand_family({"name": "c", "d_model": [8], "n_heads": [3]})
     with pytest.raises(ValueError, match="unknown"):
-        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [2], "heads": [1]})
-    assert jac.spec_from_fields({"d_model": 16, "n_heads": 4, "rope": "half"}).rope_dims == 2
+        grid.expand_family({"name": "c", "d_model": [8], "n_heads": [2], "heads": [1]})
+    assert grid.spec_from_fields({"d_model": 16, "n_heads": 4, "rope": "half"}).rope_dims == 2
 
 
 def test_bias_effects_table():
-    df = jac.bias_effects([{"d_model": 4, "n_heads": 2}], ["none", "full"], log=lambda *a: None)
+    df = grid.bias_effects([{"d_model": 4, "n_heads": 2}], ["none", "full"], log=lambda *a: None)
     assert len(df) == 2 * 4 * 2 and df["agree"].all()
     key = df[(df.bias == "k") & (df.others == "none")].set_index("rope")["measured"]
     assert key["none"] == 4 and key["full"] == 0  # b_K fully unidentified without RoPE, fully seen with
@@ -165,10 +174,29 @@ def test_bias_effects_table():
 def test_verify_cli_json():
     from attnid.__main__ import main
 
-    args = argparse.Namespace(seed=0, oversample=None, method="auto", dense_max_params=6000, device="cpu", threads=None, no_invariance=True)
+    args = argparse.Namespace(
+        seed=0, oversample=None, method="auto", dense_max_params=6000, device="cpu", threads=None, no_invariance=True
+    )
     out = jac.verify_cli(AttentionSpec(4, 2, rope_dims=2, biases="k"), args)
     assert out["passed"] and out["method"] == "dense" and {"predicted", "measured", "gap", "seconds"} <= set(out)
-    assert main(["verify", "--d-model", "4", "--heads", "2", "--rope", "full", "--bias", "qkvo", "--no-invariance", "--json"]) == 0
+    assert (
+        main(
+            [
+                "verify",
+                "--d-model",
+                "4",
+                "--heads",
+                "2",
+                "--rope",
+                "full",
+                "--bias",
+                "qkvo",
+                "--no-invariance",
+                "--json",
+            ]
+        )
+        == 0
+    )
 
 
 def test_random_small_specs():
@@ -180,7 +208,7 @@ def test_random_small_specs():
         G, r, k = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 7)
         spec = AttentionSpec(
             rng.randint(2, 5), G * r, G, k, rng.randint(1, 7), rope_dims=rng.choice([0, *range(2, k + 1, 2)]),
-            biases=rng.choice(jac.BIAS_SUBSETS), causal=rng.random() < 0.3,
+            biases=rng.choice(grid.BIAS_SUBSETS), causal=rng.random() < 0.3,
         )  # fmt: skip
         row = jac.verify(spec, other_seeds=(), half_batch=False)
         assert row["passed"], row

@@ -88,15 +88,14 @@ import torch
 from torch.func import jacrev, jvp, vjp, vmap
 
 from .attention import attention
-from .counting import count, rope_dims_for
+from .counting import count
 from .layout import Layout
-from .spec import AttentionSpec, SpecError
+from .spec import AttentionSpec
 
 RANK_RTOL = 1e-10  # relative singular-value threshold of the dense rank (module docstring)
 DENSE_MAX_PARAMS = 6000  # above this, the certificate (a dense float64 SVD of 3P x P takes minutes)
 CERT_RTOL = 1e-5  # relative singular value certified by the shifted Cholesky (module docstring)
 DTYPE = torch.float64
-BIAS_SUBSETS = ["".join(c) for n in range(5) for c in itertools.combinations("qkvo", n)]  # all 16, '' first
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,7 +164,12 @@ def numerical_rank(sigma: torch.Tensor, rtol: float = RANK_RTOL) -> dict:
     """
     s = torch.sort(sigma.detach().abs().to(torch.float64).cpu(), descending=True).values
     if s.numel() == 0 or s[0] == 0:
-        return {"rank": 0, "sigma_kept": float("nan"), "sigma_dropped": 0.0 if s.numel() else float("nan"), "gap": float("nan")}
+        return {
+            "rank": 0,
+            "sigma_kept": float("nan"),
+            "sigma_dropped": 0.0 if s.numel() else float("nan"),
+            "gap": float("nan"),
+        }
     rel = s / s[0]
     rank = int((rel > rtol).sum())
     kept = float(rel[rank - 1])
@@ -178,7 +182,9 @@ def _output(spec, layout, x):
     return lambda th: attention(th, x, spec, layout)
 
 
-def jvps(spec: AttentionSpec, theta: torch.Tensor, x: torch.Tensor, tangents: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+def jvps(
+    spec: AttentionSpec, theta: torch.Tensor, x: torch.Tensor, tangents: torch.Tensor, chunk: int = 256
+) -> torch.Tensor:
     """J u for each row u of tangents (n, P): (n, B T d), vmapped forward-mode products in chunks."""
     f = _output(spec, Layout(spec), x)
     push = vmap(lambda u: jvp(f, (theta,), (u,))[1].reshape(-1))
@@ -410,7 +416,7 @@ def orthonormal_basis(V: torch.Tensor, rtol: float = RANK_RTOL) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-def _spec_row(spec: AttentionSpec) -> dict:
+def spec_row(spec: AttentionSpec) -> dict:
     return {
         "label": spec.label,
         "d_model": spec.d_model,
@@ -424,7 +430,15 @@ def _spec_row(spec: AttentionSpec) -> dict:
     }
 
 
-def measure(spec: AttentionSpec, seed: int = 0, oversample: float = 3.0, device=None, rtol: float = RANK_RTOL, half: bool = False, dtype=DTYPE):
+def measure(
+    spec: AttentionSpec,
+    seed: int = 0,
+    oversample: float = 3.0,
+    device=None,
+    rtol: float = RANK_RTOL,
+    half: bool = False,
+    dtype=DTYPE,
+):
     """Dense measurement at one random point: (result dict, J, theta, x, relative singular values).
 
     result: rank, measured = P - rank, sigma_kept, sigma_dropped, gap, sigma_max, tokens, seq_len;
@@ -436,14 +450,22 @@ def measure(spec: AttentionSpec, seed: int = 0, oversample: float = 3.0, device=
     sigma = torch.linalg.svdvals(J)
     rank = numerical_rank(sigma, rtol)
     P = J.shape[1]
-    result = {**rank, "measured": P - rank["rank"], "sigma_max": float(sigma.max()), "tokens": sizing.batch * sizing.seq_len, "seq_len": sizing.seq_len}
+    result = {
+        **rank,
+        "measured": P - rank["rank"],
+        "sigma_max": float(sigma.max()),
+        "tokens": sizing.batch * sizing.seq_len,
+        "seq_len": sizing.seq_len,
+    }
     if half:
         rows = (sizing.batch // 2) * sizing.seq_len * spec.d_model
         result["measured_half"] = P - numerical_rank(torch.linalg.svdvals(J[:rows]), rtol)["rank"]
     return result, J, theta, x, (sigma / sigma.max()).cpu()
 
 
-def direction_checks(spec: AttentionSpec, theta: torch.Tensor, apply_J, sigma_max_value: float, seed: int = 0, rtol: float = RANK_RTOL) -> dict:
+def direction_checks(
+    spec: AttentionSpec, theta: torch.Tensor, apply_J, sigma_max_value: float, seed: int = 0, rtol: float = RANK_RTOL
+) -> dict:
     """Predicted directions in the null space, others not. apply_J: U (n, P) -> J U^T as (n, rows).
 
     symmetry_rank: rank of the generators; symmetry_residual: ||J Q||_F / sigma_max for an
@@ -453,7 +475,10 @@ def direction_checks(spec: AttentionSpec, theta: torch.Tensor, apply_J, sigma_ma
     Q = orthonormal_basis(symmetry_directions(spec, theta), rtol)  # (P, m)
     JQ = apply_J(Q.mT) if Q.shape[1] else Q.new_zeros(0, 1)  # (m, rows)
     resid = float(torch.linalg.matrix_norm(JQ)) / sigma_max_value if Q.shape[1] else 0.0
-    outside = {name: float(apply_J(vec[None]).norm() / (sigma_max_value * vec.norm())) for name, vec in outside_directions(spec, theta, seed).items()}
+    outside = {
+        name: float(apply_J(vec[None]).norm() / (sigma_max_value * vec.norm()))
+        for name, vec in outside_directions(spec, theta, seed).items()
+    }
     return {
         "symmetry_rank": Q.shape[1],
         "symmetry_residual": resid,
@@ -475,7 +500,7 @@ def verify(
     start = time.perf_counter()
     counts = count(spec)
     res, J, theta, x, sigma = measure(spec, seed, oversample, device, rtol, half=half_batch, dtype=dtype)
-    row = {**_spec_row(spec), "total": counts.total, "predicted": counts.unidentified, "measured": res["measured"]}
+    row = {**spec_row(spec), "total": counts.total, "predicted": counts.unidentified, "measured": res["measured"]}
     row.update({key: res[key] for key in ("sigma_kept", "sigma_dropped", "gap", "tokens", "seq_len")})
     row["agree"] = res["measured"] == counts.unidentified
     checks = [row["agree"]]
@@ -494,7 +519,11 @@ def verify(
         dirs = direction_checks(spec, theta, lambda U: U @ J.mT, res["sigma_max"], seed, rtol)
         dirs.pop("_Q")
         row.update(dirs)
-        row["directions_ok"] = dirs["symmetry_rank"] == counts.unidentified and dirs["symmetry_residual"] <= rtol and dirs["outside_min"] > rtol
+        row["directions_ok"] = (
+            dirs["symmetry_rank"] == counts.unidentified
+            and dirs["symmetry_residual"] <= rtol
+            and dirs["outside_min"] > rtol
+        )
         checks.append(row["directions_ok"])
     row["passed"] = bool(all(checks))
     row["method"] = "dense"
@@ -502,12 +531,22 @@ def verify(
     return row
 
 
-def singular_values(spec: AttentionSpec, seed: int = 0, oversample: float = 3.0, device=None, dtype=DTYPE) -> torch.Tensor:
+def singular_values(
+    spec: AttentionSpec, seed: int = 0, oversample: float = 3.0, device=None, dtype=DTYPE
+) -> torch.Tensor:
     """All P singular values of J / sigma_max, descending (for the spectrum figure)."""
     return measure(spec, seed, oversample, device, dtype=dtype)[4]
 
 
-def verify_auto(spec: AttentionSpec, seed: int = 0, oversample: float = 3.0, device=None, dtype=DTYPE, rtol: float = RANK_RTOL, **dense_options) -> dict:
+def verify_auto(
+    spec: AttentionSpec,
+    seed: int = 0,
+    oversample: float = 3.0,
+    device=None,
+    dtype=DTYPE,
+    rtol: float = RANK_RTOL,
+    **dense_options,
+) -> dict:
     """verify() (dense) up to DENSE_MAX_PARAMS parameters, certify() above (with its own oversampling)."""
     if Layout(spec).size <= DENSE_MAX_PARAMS:
         return verify(spec, seed, oversample, device, rtol, dtype=dtype, **dense_options)
@@ -625,7 +664,7 @@ def certify(
 
     measured = m if certified and dirs["symmetry_residual"] <= rtol else None
     sigma_dropped = dirs["symmetry_residual"]
-    row = {**_spec_row(spec), "total": counts.total, "predicted": counts.unidentified, "measured": measured}
+    row = {**spec_row(spec), "total": counts.total, "predicted": counts.unidentified, "measured": measured}
     row.update(
         {
             "sigma_kept": sigma_kept,
@@ -640,7 +679,11 @@ def certify(
         }
     )
     row["agree"] = measured == counts.unidentified
-    row["directions_ok"] = dirs["symmetry_rank"] == counts.unidentified and dirs["symmetry_residual"] <= rtol and dirs["outside_min"] > rtol
+    row["directions_ok"] = (
+        dirs["symmetry_rank"] == counts.unidentified
+        and dirs["symmetry_residual"] <= rtol
+        and dirs["outside_min"] > rtol
+    )
     row["passed"] = bool(row["agree"] and row["directions_ok"])
     row["method"] = "certificate"
     row.update(timings)
@@ -653,140 +696,6 @@ def certify(
 
 
 # --------------------------------------------------------------------------------------------
-# Grids
-# --------------------------------------------------------------------------------------------
-
-SPEC_KEYS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope", "biases", "causal")
-
-
-def _rope_dims(value, d_head_qk: int) -> int:
-    text = str(value).strip().lower()
-    return rope_dims_for(text, d_head_qk) if text in ("none", "half", "full") else int(text)
-
-
-def spec_from_fields(fields: dict) -> AttentionSpec:
-    """A spec from config fields (d_model, n_heads, n_kv_heads, d_head_qk, d_head_v, rope, biases, causal).
-
-    rope: none | half | full | rotated dims (half and full as in the counting grid); absent = spec defaults.
-    """
-    unknown = set(fields) - set(SPEC_KEYS)
-    if unknown:
-        raise ValueError(f"unknown spec keys {sorted(unknown)}; use {', '.join(SPEC_KEYS)}")
-    f = {key: fields.get(key) for key in SPEC_KEYS}
-    base = AttentionSpec(f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head_qk"], f["d_head_v"])
-    return AttentionSpec(
-        base.d_model, base.n_heads, base.n_kv_heads, base.d_head_qk, base.d_head_v,
-        rope_dims=_rope_dims(f["rope"] if f["rope"] is not None else "none", base.d_head_qk),
-        biases=f["biases"] or "", causal=bool(f["causal"]),
-    )  # fmt: skip
-
-
-def expand_family(family: dict) -> list[AttentionSpec]:
-    """Specs of one grid family: the product of its lists (config `jacobian.grid`).
-
-    Keys: name, and lists for the fields of :func:`spec_from_fields` (omitted: spec defaults;
-    biases may list 'all' for the 16 subsets). Combinations the spec rejects (a group count that
-    does not divide the heads, RoPE wider than the head) are skipped; a family with no valid spec
-    is an error.
-    """
-    fields = {key: value for key, value in family.items() if key != "name"}
-    unknown = set(fields) - set(SPEC_KEYS)
-    if unknown:
-        raise ValueError(f"jacobian grid family {family.get('name')!r}: unknown keys {sorted(unknown)}")
-    lists = {key: list(fields[key]) for key in fields}
-    if "all" in lists.get("biases", []):
-        lists["biases"] = BIAS_SUBSETS
-    specs = []
-    for values in itertools.product(*lists.values()):
-        try:
-            specs.append(spec_from_fields(dict(zip(lists, values))))
-        except SpecError:
-            continue
-    if not specs:
-        raise ValueError(f"jacobian grid family {family.get('name')!r} has no valid spec")
-    return specs
-
-
-def expand_grid(families: list[dict]) -> list[tuple[str, AttentionSpec]]:
-    """(family name, spec) for every family, each spec once (the first family that lists it)."""
-    seen, out = set(), []
-    for family in families:
-        for spec in expand_family(family):
-            if spec.label not in seen:
-                seen.add(spec.label)
-                out.append((family.get("name", "grid"), spec))
-    return out
-
-
-def verify_grid(specs, log=print, **options):
-    """verify() for each (family, spec) with the same options; a DataFrame with a `family` column first."""
-    import pandas as pd
-
-    rows = []
-    for i, (family, spec) in enumerate(specs):
-        row = {"family": family, **verify(spec, **options)}
-        rows.append(row)
-        log(
-            f"{i + 1:3d}/{len(specs)} {'ok  ' if row['passed'] else 'FAIL'} {spec.label:32s} P={row['total']:5d} "
-            f"predicted={row['predicted']:4d} measured={row['measured']:4d} gap={row['gap']:.1f} {row['seconds']:.2f}s"
-        )
-    return pd.DataFrame(rows)
-
-
-def failures_message(df, what: str = "specs") -> str:
-    """A readable list of the rows whose `passed` is false, saying which check failed."""
-    bad = df[~df["passed"].astype(bool)]
-    lines = [f"{len(bad)} of {len(df)} {what} disagree:"]
-    for _, row in bad.iterrows():
-        why = [f"predicted={row['predicted']} measured={row['measured']}"]
-        for col in ("measured_half", "measured_seed", "symmetry_rank", "symmetry_residual", "outside_min"):
-            if col in row and row[col] == row[col]:
-                why.append(f"{col}={row[col]:.3g}" if isinstance(row[col], float) else f"{col}={row[col]}")
-        lines.append(f"  {row['label']}: " + ", ".join(why))
-    return "\n".join(lines)
-
-
-def bias_effects(bases, ropes, seed: int = 0, oversample: float = 3.0, device=None, dtype=DTYPE, rtol: float = RANK_RTOL, log=print):
-    """How much of each bias is unidentified: count and Jacobian of (others + b) minus (others).
-
-    For each base shape (spec fields without rope and biases), RoPE variant, bias letter b and
-    context (others = no other bias, or the three others), the marginal unidentified dims that
-    adding b brings, counted and measured; `bias_params` is the number of entries of b.
-    """
-    import pandas as pd
-
-    cache = {}
-
-    def both(spec):
-        if spec.label not in cache:
-            measured = measure(spec, seed, oversample, device, rtol, dtype=dtype)[0]["measured"]
-            cache[spec.label] = (count(spec).unidentified, measured)
-        return cache[spec.label]
-
-    rows = []
-    for base, rope, letter, context in itertools.product(bases, ropes, "qkvo", ("alone", "with others")):
-        others = "" if context == "alone" else "qkvo".replace(letter, "")
-        without = spec_from_fields({**base, "rope": rope, "biases": others})
-        with_b = spec_from_fields({**base, "rope": rope, "biases": others + letter})
-        (c0, m0), (c1, m1) = both(without), both(with_b)
-        rows.append(
-            {
-                "bias": letter,
-                "others": others or "none",
-                "rope": str(rope),
-                **{key: value for key, value in _spec_row(with_b).items() if key not in ("label", "biases")},
-                "bias_params": Layout(with_b).size - Layout(without).size,
-                "counted": c1 - c0,
-                "measured": m1 - m0,
-            }
-        )
-        log(f"b_{letter} rope={rope} others={others or 'none'} {with_b.label}: counted {c1 - c0}, measured {m1 - m0}")
-    df = pd.DataFrame(rows)
-    df["agree"] = df["counted"] == df["measured"]
-    return df
-
-
-# --------------------------------------------------------------------------------------------
 # Command line: python -m attnid verify <spec flags> [--seed ...]
 # --------------------------------------------------------------------------------------------
 
@@ -794,12 +703,26 @@ def bias_effects(bases, ropes, seed: int = 0, oversample: float = 3.0, device=No
 def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     """Extra flags of `python -m attnid verify` (the spec flags are those of `count`)."""
     parser.add_argument("--seed", type=int, default=0, help="seed of the random point and inputs (default 0)")
-    parser.add_argument("--oversample", type=float, default=None, help="tokens x info per token / P (default 3 dense, 1.25 certificate)")
-    parser.add_argument("--method", choices=("auto", "dense", "certificate"), default="auto", help="dense J + SVD, or the Cholesky certificate (auto: dense up to --dense-max-params)")
-    parser.add_argument("--dense-max-params", type=int, default=DENSE_MAX_PARAMS, help=f"largest P measured densely by --method auto (default {DENSE_MAX_PARAMS})")
+    parser.add_argument(
+        "--oversample", type=float, default=None, help="tokens x info per token / P (default 3 dense, 1.25 certificate)"
+    )
+    parser.add_argument(
+        "--method",
+        choices=("auto", "dense", "certificate"),
+        default="auto",
+        help="dense J + SVD, or the Cholesky certificate (auto: dense up to --dense-max-params)",
+    )
+    parser.add_argument(
+        "--dense-max-params",
+        type=int,
+        default=DENSE_MAX_PARAMS,
+        help=f"largest P measured densely by --method auto (default {DENSE_MAX_PARAMS})",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--no-invariance", action="store_true", help="skip the half-batch and second-seed re-measurements")
+    parser.add_argument(
+        "--no-invariance", action="store_true", help="skip the half-batch and second-seed re-measurements"
+    )
 
 
 def verify_cli(spec: AttentionSpec, args: argparse.Namespace) -> dict:
@@ -815,7 +738,12 @@ def verify_cli(spec: AttentionSpec, args: argparse.Namespace) -> dict:
     seed, oversample = getattr(args, "seed", 0), getattr(args, "oversample", None)
     if method == "dense":
         invariance = not getattr(args, "no_invariance", False)
-        row = verify(spec, seed, oversample or 3.0, device, other_seeds=(seed + 1,) if invariance else (), half_batch=invariance)
+        row = verify(
+            spec, seed, oversample or 3.0, device, other_seeds=(seed + 1,) if invariance else (), half_batch=invariance
+        )
     else:
         row = certify(spec, seed, oversample or 1.25, device, log=lambda *a: None)
-    return {key: (value if not isinstance(value, float) or math.isfinite(value) else str(value)) for key, value in row.items()}
+    return {
+        key: (value if not isinstance(value, float) or math.isfinite(value) else str(value))
+        for key, value in row.items()
+    }

@@ -12,7 +12,7 @@ Counting, the layer, the Jacobian check and the symmetry tools all take a spec.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 BIAS_LETTERS = "qkvo"
 

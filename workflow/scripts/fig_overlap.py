@@ -8,7 +8,6 @@ lines: the chance level sqrt(dim T / P) of a random direction. Log scale: overla
 FLOOR (e.g. exactly zero for `project`) are drawn at FLOOR.
 """
 
-import numpy as np
 import pandas as pd
 from figlib import CHANCE_STYLE, LINESTYLES, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, label_grid, ordered, seed_band
 

@@ -1,17 +1,17 @@
 """results/jacobian/bias_effects.csv: marginal unidentified dims of each bias, counted and measured,
-by RoPE variant, other biases present and head sizes (attnid.jacobian.bias_effects). Fails on a
+by RoPE variant, other biases present and head sizes (attnid.verification_grid.bias_effects). Fails on a
 disagreement."""
 
 import torch
 
-from attnid import jacobian
+from attnid import verification_grid
 from attnid.device import resolve_device
 from attnid.io import atomic_write_csv, log_to
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg = snakemake.params.cfg
-df = jacobian.bias_effects(
+df = verification_grid.bias_effects(
     cfg["bias_effects"]["bases"],
     cfg["bias_effects"]["rope"],
     seed=cfg["seeds"][0],

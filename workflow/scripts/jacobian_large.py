@@ -3,14 +3,14 @@ verified by the Cholesky certificate (attnid.jacobian.certify), with its time an
 
 import torch
 
-from attnid import jacobian
+from attnid import jacobian, verification_grid
 from attnid.device import resolve_device
 from attnid.io import atomic_write_json, log_to
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg = snakemake.params.cfg
-spec = jacobian.spec_from_fields(cfg["large"]["spec"])
+spec = verification_grid.spec_from_fields(cfg["large"]["spec"])
 row = jacobian.certify(
     spec, seed=cfg["seeds"][0], oversample=cfg["large"]["oversample"], device=resolve_device(snakemake.params.device),
     dtype=getattr(torch, cfg["dtype"]), rtol=cfg["rank_rtol"],

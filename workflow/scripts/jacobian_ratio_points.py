@@ -8,7 +8,7 @@ point disagrees with its count.
 import pandas as pd
 import torch
 
-from attnid import AttentionSpec, jacobian
+from attnid import AttentionSpec, jacobian, verification_grid
 from attnid.device import resolve_device
 from attnid.io import atomic_write_csv, log_to
 
@@ -47,7 +47,7 @@ for r in ratios.itertuples(index=False):
     print(f"{spec.label}: predicted {res['predicted']}, measured {measured}, {res['seconds']:.2f}s")
 df = pd.DataFrame(rows, columns=["label", "predicted", "measured", "ratio_measured", "sigma_kept", "sigma_dropped", "passed", "method", "seconds"])
 if len(df) and not df["passed"].all():
-    message = jacobian.failures_message(df, "ratio points")
+    message = verification_grid.failures_message(df, "ratio points")
     print(message)
     raise SystemExit(message)
 atomic_write_csv(snakemake.output[0], df)

@@ -7,7 +7,7 @@ measured_rank, rank_rtol.
 import pandas as pd
 import torch
 
-from attnid import count, jacobian
+from attnid import count, jacobian, verification_grid
 from attnid.device import resolve_device
 from attnid.io import atomic_write_csv, log_to
 
@@ -17,7 +17,7 @@ cfg = snakemake.params.cfg
 device = resolve_device(snakemake.params.device)
 frames = []
 for fields in cfg["spectra"]:
-    spec = jacobian.spec_from_fields(fields)
+    spec = verification_grid.spec_from_fields(fields)
     sigma = jacobian.singular_values(spec, cfg["seeds"][0], cfg["oversample"], device, getattr(torch, cfg["dtype"]))
     c = count(spec)
     frame = pd.DataFrame({"label": spec.label, "index": range(1, len(sigma) + 1), "sigma": sigma.numpy()})

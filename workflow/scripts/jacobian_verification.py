@@ -6,16 +6,16 @@ disagrees; then no CSV is written, so nothing looks finished.
 
 import torch
 
-from attnid import jacobian
+from attnid import verification_grid
 from attnid.device import resolve_device
 from attnid.io import atomic_write_csv, log_to
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg = snakemake.params.cfg
-specs = jacobian.expand_grid(cfg["grid"])
+specs = verification_grid.expand_grid(cfg["grid"])
 print(f"{len(specs)} specs from {len(cfg['grid'])} families; seeds {cfg['seeds']}, half batch {cfg['half_batch']}")
-df = jacobian.verify_grid(
+df = verification_grid.verify_grid(
     specs,
     seed=cfg["seeds"][0],
     other_seeds=tuple(cfg["seeds"][1:]),
@@ -26,7 +26,7 @@ df = jacobian.verify_grid(
     device=resolve_device(snakemake.params.device),
 )
 if not df["passed"].all():
-    message = jacobian.failures_message(df, "specs of the verification grid")
+    message = verification_grid.failures_message(df, "specs of the verification grid")
     print(message)
     raise SystemExit(message)
 atomic_write_csv(snakemake.output[0], df)
