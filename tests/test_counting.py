@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import attention_specs
 
 from attnid.architectures import ARCHITECTURES, architecture_table
 from attnid.counting import count, ratio_grid, rope_dims_for
@@ -38,20 +39,8 @@ def test_wide_heads_break_the_naive_formula():
     assert count(spec).breakdown["query_key"] < 5**2
 
 
-@st.composite
-def specs(draw):
-    d = draw(st.integers(1, 40))
-    G = draw(st.integers(1, 6))
-    H = G * draw(st.integers(1, 5))
-    k = draw(st.integers(1, 48))
-    v = draw(st.integers(1, 48))
-    p = 2 * draw(st.integers(0, k // 2))
-    biases = "".join(b for b in "qkvo" if draw(st.booleans()))
-    return AttentionSpec(d, H, G, k, v, p, biases, draw(st.booleans()))
-
-
 @settings(max_examples=400, deadline=None)
-@given(specs())
+@given(attention_specs())
 def test_invariants(spec):
     c = count(spec)
     assert c.identified + c.unidentified == c.total

@@ -41,6 +41,12 @@ def booktabs(df: pd.DataFrame, formats: Mapping[str, str] | None = None, align: 
     return "\n".join(lines)
 
 
+def scientific(x: float) -> str:
+    r"""x as m x 10^e with one decimal in m, in math: 3.1e-16 -> \ensuremath{3.1\times10^{-16}}."""
+    mantissa, exponent = f"{float(x):.1e}".split("e")
+    return rf"\ensuremath{{{mantissa}\times10^{{{int(exponent)}}}}}"
+
+
 def macro_name(name: str) -> str:
     """Check a macro name: letters only (LaTeX control words cannot hold digits)."""
     if not re.fullmatch(r"[A-Za-z]+", name):

@@ -21,7 +21,7 @@ from itertools import product
 
 import pandas as pd
 
-from .latex import booktabs, macros
+from .latex import booktabs, macros, scientific
 from .train import RunConfig
 
 RUN_KEYS = ("task", "optimizer", "rebalance", "heads", "seed")  # the wildcards of one run
@@ -161,8 +161,7 @@ def sci(value: float) -> str:
         return "n/a"
     if value == 0 or 1e-2 <= abs(value) < 1e3:
         return f"{value:.2g}"
-    mantissa, exponent = f"{value:.1e}".split("e")
-    return rf"\ensuremath{{{mantissa}\times10^{{{int(exponent)}}}}}"
+    return scientific(value)
 
 
 def training_macros(summary: pd.DataFrame, checks: pd.DataFrame) -> str:

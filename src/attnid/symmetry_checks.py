@@ -15,6 +15,7 @@ import torch
 
 from .attention import attention
 from .counting import count, rope_dims_for
+from .latex import scientific
 from .layout import Layout
 from .spec import AttentionSpec
 from .symmetry import (
@@ -184,8 +185,7 @@ def latex_number(x: float) -> str:
         return "n/a"
     if x == 0 or 1e-2 <= abs(x) < 1e3:
         return f"{x:.3g}"
-    mantissa, exponent = f"{x:.1e}".split("e")
-    return f"\\ensuremath{{{mantissa}\\times10^{{{int(exponent)}}}}}"
+    return scientific(x)
 
 
 def summary_latex(summary):

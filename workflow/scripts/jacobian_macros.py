@@ -6,17 +6,16 @@ import math
 import pandas as pd
 
 from attnid.io import atomic_write_text, log_to
-from attnid.latex import macros
+from attnid.latex import macros, scientific
 
 log_to(snakemake.log[0])
 
 
 def sci(x: float) -> str:
-    """1.2e-06 -> $1.2\times 10^{-6}$ (LaTeX)."""
+    """1.2e-06 -> 1.2 x 10^-6 in LaTeX maths (0 and non-finite values as they are)."""
     if x == 0 or not math.isfinite(x):
         return "$0$" if x == 0 else str(x)
-    exponent = math.floor(math.log10(abs(x)))
-    return f"${x / 10**exponent:.1f}\\times 10^{{{exponent}}}$"
+    return scientific(x)
 
 
 grid = pd.read_csv(snakemake.input.verification)

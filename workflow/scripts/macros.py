@@ -17,7 +17,7 @@ import pandas as pd
 from figlib import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
 from attnid.io import atomic_write_text
-from attnid.latex import macros
+from attnid.latex import macros, scientific
 
 PAPER_TASKS = ("teacher_student", "recall")
 NEWCOMMAND = re.compile(r"\\(?:re)?newcommand\*?\{?\\([A-Za-z]+)\}?")
@@ -41,8 +41,7 @@ def number(x: float) -> str:
         return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3g}"
     if x.is_integer() and abs(x) < 1e6:
         return f"{int(x):,}".replace(",", "{,}")
-    exponent = math.floor(math.log10(abs(x)))
-    return rf"\ensuremath{{{x / 10**exponent:.1f}\times10^{{{exponent}}}}}"
+    return scientific(x)
 
 
 def verification_macros(verification: pd.DataFrame) -> dict[str, str]:
