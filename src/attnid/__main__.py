@@ -46,9 +46,8 @@ def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
     """Build the spec; a SpecError is re-raised naming the CLI flag instead of the field."""
     try:
         d_head = args.d_head
-        if d_head is None:
-            if args.heads > 0 and args.d_model % args.heads == 0:
-                d_head = args.d_model // args.heads
+        if d_head is None and args.heads > 0 and args.d_model % args.heads == 0:
+            d_head = args.d_model // args.heads
         rope = parse_rope(args.rope, d_head if d_head is not None else 0)
         return AttentionSpec(
             d_model=args.d_model,
@@ -72,7 +71,7 @@ def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
 
 def run_count(args) -> int:
     spec = spec_from_args(args)
-    result = {"spec": spec.to_dict(), **count(spec).to_dict()}
+    result = {"spec": spec.to_config(), **count(spec).to_dict()}
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import Layout
-from .spec import AttentionSpec
+from .spec import AttentionSpec, parse_rope
 
 
 def _fibre_of_product(rows: int, cols: int, inner: int) -> int:
@@ -62,19 +61,20 @@ class Counts:
         """unidentified / total."""
         return self.unidentified / self.total
 
-    def to_dict(self) -> dict:
-        return {
+    def to_dict(self, flat: bool = False) -> dict:
+        """total, unidentified, identified, ratio and the breakdown (nested, or its keys inline if flat)."""
+        head = {
             "total": self.total,
             "unidentified": self.unidentified,
             "identified": self.identified,
             "ratio": self.ratio,
-            "breakdown": dict(self.breakdown),
         }
+        return {**head, **self.breakdown} if flat else {**head, "breakdown": dict(self.breakdown)}
 
 
 def total_params(spec: AttentionSpec) -> int:
     """P: all parameters of the layer (weights and the biases the spec has)."""
-    return Layout(spec).size
+    return spec.n_params
 
 
 def count(spec: AttentionSpec) -> Counts:
@@ -107,14 +107,8 @@ def unidentified_dim(spec: AttentionSpec) -> int:
 
 
 def rope_dims_for(variant: str, d_head_qk: int) -> int:
-    """Rotated dims per head for a RoPE variant: none -> 0, half -> about k/2, full -> k (rounded down to even)."""
-    if variant == "none":
-        return 0
-    if variant == "half":
-        return (d_head_qk // 2) // 2 * 2
-    if variant == "full":
-        return d_head_qk // 2 * 2
-    raise ValueError(f"rope variant must be none, half or full, got {variant!r}")
+    """Deprecated alias of :func:`attnid.spec.parse_rope`, kept until its last callers move."""
+    return parse_rope(variant, d_head_qk)
 
 
 def ratio_grid(d_model: int, heads, kv_groups, rope=("none",), biases=("none",)):
@@ -135,27 +129,27 @@ def ratio_grid(d_model: int, heads, kv_groups, rope=("none",), biases=("none",))
             variant = "MHA" if n_kv == n_heads else ("MQA" if n_kv == 1 else f"GQA G={n_kv}")
             seen_rope = set()
             for rope_variant in rope:
-                p = rope_dims_for(rope_variant, d_head)
+                p = parse_rope(rope_variant, d_head)
                 if (rope_variant != "none" and p == 0) or p in seen_rope:
                     continue
                 seen_rope.add(p)
                 for bias in biases:
                     spec = AttentionSpec(d_model, n_heads, n_kv, rope_dims=p, biases=bias)
-                    c = count(spec)
                     rows.append(
-                        {
-                            "label": spec.label,
-                            "variant": variant,
-                            **{k: v for k, v in spec.to_dict().items() if k != "rope_base"},
-                            "rope": rope_variant,
-                            "biases": spec.biases or "none",
-                            "total": c.total,
-                            "unidentified": c.unidentified,
-                            "identified": c.identified,
-                            "ratio": c.ratio,
-                            **c.breakdown,
-                        }
+                        {**spec.to_row(), "variant": variant, "rope": rope_variant, **count(spec).to_dict(flat=True)}
                     )
-    columns = ["label", "variant", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope", "rope_dims", "biases", "causal"]
+    columns = [
+        "label",
+        "variant",
+        "d_model",
+        "n_heads",
+        "n_kv_heads",
+        "d_head_qk",
+        "d_head_v",
+        "rope",
+        "rope_dims",
+        "biases",
+        "causal",
+    ]
     df = pd.DataFrame(rows)
     return df[columns + [c for c in df.columns if c not in columns]]

@@ -1,7 +1,8 @@
 """The one flat-parameter layout: which slice of a 1-D vector is which weight.
 
 The layer, the Jacobian and the symmetry tools all read parameters through this layout, so
-there is one truth about which number is which weight. Blocks, in this order (absent biases
+there is one truth about which number is which weight. Blocks come from
+`AttentionSpec.block_shapes` (torch-free, so P is known without torch), in this order (absent biases
 are skipped), with H query heads, G key/value groups, d = d_model, k = d_head_qk, v = d_head_v:
 
     W_Q (H, d, k)   b_Q (H, k)
@@ -21,12 +22,11 @@ import torch
 
 from .spec import AttentionSpec
 
-BLOCK_ORDER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
-BIAS_OF_BLOCK = {"b_Q": "q", "b_K": "k", "b_V": "v", "b_O": "o"}
-
 
 @dataclass(frozen=True)
-class Block:
+class ParamBlock:
+    """One named weight or bias: its offset in the flat vector and its shape."""
+
     name: str
     offset: int
     shape: tuple[int, ...]
@@ -45,23 +45,10 @@ class Layout:
 
     def __init__(self, spec: AttentionSpec):
         self.spec = spec
-        d, H, G, k, v = spec.d_model, spec.n_heads, spec.n_kv_heads, spec.d_head_qk, spec.d_head_v
-        shapes = {
-            "W_Q": (H, d, k),
-            "b_Q": (H, k),
-            "W_K": (G, d, k),
-            "b_K": (G, k),
-            "W_V": (G, d, v),
-            "b_V": (G, v),
-            "W_O": (H, v, d),
-            "b_O": (d,),
-        }
-        self.blocks: dict[str, Block] = {}
+        self.blocks: dict[str, ParamBlock] = {}
         offset = 0
-        for name in BLOCK_ORDER:
-            if name in BIAS_OF_BLOCK and not spec.has_bias(BIAS_OF_BLOCK[name]):
-                continue
-            block = Block(name, offset, shapes[name])
+        for name, shape in spec.block_shapes().items():
+            block = ParamBlock(name, offset, shape)
             self.blocks[name] = block
             offset += block.size
         self.size = offset  # P: total number of parameters
@@ -75,7 +62,9 @@ class Layout:
     def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views of `theta` (P,) as named blocks; works for a batch (..., P) too."""
         if theta.shape[-1] != self.size:
-            raise ValueError(f"parameter vector has {theta.shape[-1]} entries, layout of {self.spec.label} needs {self.size}")
+            raise ValueError(
+                f"parameter vector has {theta.shape[-1]} entries, layout of {self.spec.label} needs {self.size}"
+            )
         lead = theta.shape[:-1]
         return {b.name: theta[..., b.slice].reshape(*lead, *b.shape) for b in self.blocks.values()}
 
@@ -88,7 +77,7 @@ class Layout:
         parts = []
         for b in self.blocks.values():
             t = blocks[b.name]
-            if tuple(t.shape[-len(b.shape):]) != b.shape:
+            if tuple(t.shape[-len(b.shape) :]) != b.shape:
                 raise ValueError(f"block {b.name} has shape {tuple(t.shape)}, expected {b.shape}")
             parts.append(t.reshape(*t.shape[: t.dim() - len(b.shape)], b.size))
         return torch.cat(parts, dim=-1)
@@ -101,10 +90,17 @@ class Layout:
                 out.append(f"{b.name}[{','.join(map(str, idx))}]")
         return out
 
-    def init(self, generator: torch.Generator | None = None, dtype=torch.float64, device=None, bias_scale: float = 0.5) -> torch.Tensor:
+    def init(
+        self, generator: torch.Generator | None = None, dtype=torch.float64, device=None, bias_scale: float = 0.5
+    ) -> torch.Tensor:
         """A generic random point: weights ~ N(0, 1/fan_in), biases ~ N(0, bias_scale^2)."""
         theta = torch.empty(self.size, dtype=dtype, device=device)
-        fan_in = {"W_Q": self.spec.d_model, "W_K": self.spec.d_model, "W_V": self.spec.d_model, "W_O": self.spec.d_head_v}
+        fan_in = {
+            "W_Q": self.spec.d_model,
+            "W_K": self.spec.d_model,
+            "W_V": self.spec.d_model,
+            "W_O": self.spec.d_head_v,
+        }
         for b in self.blocks.values():
             std = fan_in[b.name] ** -0.5 if b.name in fan_in else bias_scale
             sample = torch.randn(b.size, generator=generator, dtype=dtype, device="cpu") * std

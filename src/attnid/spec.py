@@ -1,4 +1,4 @@
-"""The attention configuration every module speaks: :class:`AttentionSpec`.
+"""The attention configuration every module speaks: :class:`AttentionSpec`, and every conversion.
 
 One spec fixes the shapes of one self-attention layer (row convention, X in R^{T x d}):
 
@@ -7,14 +7,37 @@ One spec fixes the shapes of one self-attention layer (row convention, X in R^{T
     A_h = softmax(S_h) over keys (optionally causal)                      (T, T)
     Y   = sum_h A_h (X W_V^g + b_V^g) W_O^h + b_O                         (T, d)
 
-Counting, the layer, the Jacobian check and the symmetry tools all take a spec.
+RoPE rotates the first p = rope_dims dims of each query/key head in planes (0,1), (2,3), ...
+at frequencies omega_i = rope_base^(-2i/p), i = 0..p/2-1. The number of parameters is
+
+    P = H d k + G d k + G d v + H v d  +  [b_Q] H k + [b_K] G k + [b_V] G v + [b_O] d
+
+(arithmetic: no torch here). This module owns every conversion to and from a spec, so no other
+module builds one from loose fields:
+
+    config mapping  <->  AttentionSpec.from_config / spec.to_config   (keys = field names)
+    table row       <->  AttentionSpec.from_row / spec.to_row         (label + fields)
+    RoPE words          parse_rope: "none" | "half" | "full" | an even integer
+    a short name        spec.label
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass, fields
+from numbers import Integral, Real
 
 BIAS_LETTERS = "qkvo"
+DEFAULT_ROPE_BASE = 10000.0
+ROPE_WORDS = ("none", "half", "full")
+# Flat parameter blocks in layout order, and the bias letter that switches each bias block on.
+BLOCK_ORDER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+BIAS_OF_BLOCK = {"b_Q": "q", "b_K": "k", "b_V": "v", "b_O": "o"}
+# Columns of a table row, in order (to_row); rope_base and seq_len follow only when not default.
+ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "biases", "causal")
+
+
+_INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 
 
 class SpecError(ValueError):
@@ -28,9 +51,9 @@ class SpecError(ValueError):
 def normalize_biases(biases) -> str:
     """Canonical bias string: a subset of 'qkvo' in that order ('' = no bias).
 
-    Accepts 'none', '', an iterable of letters, or a string such as 'vq'.
+    Accepts 'none', '', None, an iterable of letters, or a string such as 'vq'.
     """
-    if biases is None:
+    if biases is None or (isinstance(biases, float) and math.isnan(biases)):
         return ""
     if isinstance(biases, str):
         text = biases.strip().lower()
@@ -47,6 +70,41 @@ def normalize_biases(biases) -> str:
     return "".join(b for b in BIAS_LETTERS if b in letters)
 
 
+def parse_rope(value, d_head_qk: int) -> int:
+    """Rotated dims per query/key head from the one RoPE vocabulary.
+
+    'none' -> 0; 'full' -> every complete plane of the head, 2 floor(k/2); 'half' -> the complete
+    planes inside the first half of the head, 2 floor(floor(k/2) / 2); an integer (or its string)
+    -> that many dims. So for an odd head size k = 5 'full' is 4 and 'half' is 2; for k = 6 'half'
+    is 2 (three dims hold one complete plane). Evenness and p <= k are checked by AttentionSpec.
+    """
+    if isinstance(value, bool):
+        raise SpecError("rope_dims", f"expected none, half, full or an even integer, got {value!r}")
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, Real) and float(value).is_integer():
+        return int(value)
+    text = str(value).strip().lower()
+    if text == "none":
+        return 0
+    if text == "full":
+        return d_head_qk // 2 * 2
+    if text == "half":
+        return (d_head_qk // 2) // 2 * 2
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecError("rope_dims", f"expected none, half, full or an even integer, got {value!r}") from None
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise SpecError(name, f"must be an integer, got {value!r}")
+    if value <= 0:
+        raise SpecError(name, f"must be positive, got {value}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """Shapes and options of one multi-head self-attention layer."""
@@ -56,23 +114,21 @@ class AttentionSpec:
     n_kv_heads: int | None = None  # G: key/value groups; H = MHA, 1 = MQA (default H)
     d_head_qk: int | None = None  # d_k: query/key head size (default d_model // n_heads)
     d_head_v: int | None = None  # d_v: value head size (default d_head_qk)
-    rope_dims: int = 0  # p: rotated dims per query/key head (even, <= d_k; 0 = no RoPE)
+    rope_dims: int | str = 0  # p: rotated dims per query/key head (even, <= d_k; 0 = no RoPE), or a RoPE word
     biases: str = ""  # subset of 'qkvo': which of b_Q, b_K, b_V, b_O exist
     causal: bool = False  # mask keys after the query position
-    rope_base: float = 10000.0  # RoPE frequencies base^(-2i/p), i = 0..p/2-1
+    rope_base: float = DEFAULT_ROPE_BASE  # RoPE frequencies base^(-2i/p), i = 0..p/2-1
+    seq_len: int | None = None  # T: positions per sequence; None = long enough for every count
 
     def __post_init__(self):
-        def positive_int(name, value):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise SpecError(name, f"must be an integer, got {value!r}")
-            if value <= 0:
-                raise SpecError(name, f"must be positive, got {value}")
-
-        positive_int("d_model", self.d_model)
-        positive_int("n_heads", self.n_heads)
-        if self.n_kv_heads is None:
-            object.__setattr__(self, "n_kv_heads", self.n_heads)
-        positive_int("n_kv_heads", self.n_kv_heads)
+        set_ = object.__setattr__
+        set_(self, "d_model", _positive_int("d_model", self.d_model))
+        set_(self, "n_heads", _positive_int("n_heads", self.n_heads))
+        set_(
+            self,
+            "n_kv_heads",
+            _positive_int("n_kv_heads", self.n_heads if self.n_kv_heads is None else self.n_kv_heads),
+        )
         if self.n_heads % self.n_kv_heads:
             raise SpecError("n_kv_heads", f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
         if self.d_head_qk is None:
@@ -81,25 +137,30 @@ class AttentionSpec:
                     "d_head_qk",
                     f"no default: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; give it explicitly",
                 )
-            object.__setattr__(self, "d_head_qk", self.d_model // self.n_heads)
-        positive_int("d_head_qk", self.d_head_qk)
-        if self.d_head_v is None:
-            object.__setattr__(self, "d_head_v", self.d_head_qk)
-        positive_int("d_head_v", self.d_head_v)
-        if isinstance(self.rope_dims, bool) or not isinstance(self.rope_dims, int):
-            raise SpecError("rope_dims", f"must be an integer, got {self.rope_dims!r}")
-        if self.rope_dims < 0:
-            raise SpecError("rope_dims", f"must be >= 0, got {self.rope_dims}")
-        if self.rope_dims % 2:
-            raise SpecError("rope_dims", f"must be even (RoPE rotates pairs of dims), got {self.rope_dims}")
-        if self.rope_dims > self.d_head_qk:
-            raise SpecError("rope_dims", f"{self.rope_dims} exceeds the query/key head size d_head_qk={self.d_head_qk}")
-        if not float(self.rope_base) > 1.0:
-            raise SpecError("rope_base", f"must be > 1, got {self.rope_base}")
-        object.__setattr__(self, "rope_base", float(self.rope_base))
-        object.__setattr__(self, "biases", normalize_biases(self.biases))
+            set_(self, "d_head_qk", self.d_model // self.n_heads)
+        set_(self, "d_head_qk", _positive_int("d_head_qk", self.d_head_qk))
+        set_(self, "d_head_v", _positive_int("d_head_v", self.d_head_qk if self.d_head_v is None else self.d_head_v))
+        p = parse_rope(self.rope_dims, self.d_head_qk)
+        if p < 0:
+            raise SpecError("rope_dims", f"must be >= 0, got {p}")
+        if p % 2:
+            raise SpecError("rope_dims", f"must be even (RoPE rotates pairs of dims), got {p}")
+        if p > self.d_head_qk:
+            raise SpecError("rope_dims", f"{p} exceeds the query/key head size d_head_qk={self.d_head_qk}")
+        set_(self, "rope_dims", p)
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, Real) or not float(self.rope_base) > 1.0:
+            raise SpecError("rope_base", f"must be a number > 1, got {self.rope_base!r}")
+        if not math.isfinite(float(self.rope_base)):
+            raise SpecError("rope_base", f"must be finite, got {self.rope_base!r}")
+        set_(self, "rope_base", float(self.rope_base))
+        set_(self, "biases", normalize_biases(self.biases))
         if not isinstance(self.causal, bool):
-            raise SpecError("causal", f"must be true or false, got {self.causal!r}")
+            if type(self.causal).__name__ == "bool_":  # numpy bool from a table
+                set_(self, "causal", bool(self.causal))
+            else:
+                raise SpecError("causal", f"must be true or false, got {self.causal!r}")
+        if self.seq_len is not None:
+            set_(self, "seq_len", _positive_int("seq_len", self.seq_len))
 
     # Short names used in formulas.
     @property
@@ -119,6 +180,16 @@ class AttentionSpec:
         """r = H / G: query heads sharing one key/value head."""
         return self.n_heads // self.n_kv_heads
 
+    @property
+    def rope_planes(self) -> int:
+        """p / 2: rotation planes per query/key head."""
+        return self.rope_dims // 2
+
+    def rope_frequencies(self) -> list[float]:
+        """omega_i = rope_base^(-2i/p), i = 0..p/2-1 (radians per position), as the layer computes them."""
+        p = self.rope_dims
+        return [self.rope_base ** (-i / p) for i in range(0, p, 2)]
+
     def has_bias(self, letter: str) -> bool:
         return letter in self.biases
 
@@ -126,30 +197,122 @@ class AttentionSpec:
         """KV group of query head `head` (consecutive heads share a group, as in LLaMA/Mistral)."""
         return head // self.group_size
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def block_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The flat layout's blocks in order, name -> shape; absent biases are left out.
+
+        W_Q (H, d, k), b_Q (H, k), W_K (G, d, k), b_K (G, k), W_V (G, d, v), b_V (G, v), W_O (H, v, d), b_O (d,).
+        """
+        d, H, G, k, v = self.d_model, self.n_heads, self.n_kv_heads, self.d_head_qk, self.d_head_v
+        shapes = {
+            "W_Q": (H, d, k),
+            "b_Q": (H, k),
+            "W_K": (G, d, k),
+            "b_K": (G, k),
+            "W_V": (G, d, v),
+            "b_V": (G, v),
+            "W_O": (H, v, d),
+            "b_O": (d,),
+        }
+        return {n: shapes[n] for n in BLOCK_ORDER if n not in BIAS_OF_BLOCK or self.has_bias(BIAS_OF_BLOCK[n])}
+
+    @property
+    def n_params(self) -> int:
+        """P: all parameters of the layer (weights and the biases the spec has)."""
+        return sum(math.prod(shape) for shape in self.block_shapes().values())
 
     @property
     def label(self) -> str:
-        """A short, unique, filename-safe name, e.g. d16_h4_g2_k4_v4_r2_bqk_c."""
-        parts = [f"d{self.d_model}", f"h{self.n_heads}", f"g{self.n_kv_heads}", f"k{self.d_head_qk}", f"v{self.d_head_v}"]
+        """A short, unique, filename-safe name, e.g. d16_h4_g2_k4_v4_r2_bqk_c.
+
+        A non-default RoPE base is appended as base<value> (shortest exact form, so two different
+        bases never share a label) and a fixed sequence length as T<value>.
+        """
+        parts = [
+            f"d{self.d_model}",
+            f"h{self.n_heads}",
+            f"g{self.n_kv_heads}",
+            f"k{self.d_head_qk}",
+            f"v{self.d_head_v}",
+        ]
         parts.append(f"r{self.rope_dims}")
         parts.append(f"b{self.biases or 'none'}")
         if self.causal:
             parts.append("c")
-        if self.rope_base != 10000.0:
-            parts.append(f"base{self.rope_base:g}")
+        if self.rope_base != DEFAULT_ROPE_BASE:
+            short = f"{self.rope_base:g}"
+            parts.append(f"base{short if float(short) == self.rope_base else repr(self.rope_base)}")
+        if self.seq_len is not None:
+            parts.append(f"T{self.seq_len}")
         return "_".join(parts)
 
+    # Conversions.
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
-def parse_rope(value, d_head_qk: int) -> int:
-    """'none' -> 0, 'full' -> d_head_qk, an integer string -> that many dims."""
-    text = str(value).strip().lower()
-    if text == "none":
-        return 0
-    if text == "full":
-        return d_head_qk
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError("rope_dims", f"expected none, full or an even integer, got {value!r}") from None
+    @classmethod
+    def from_config(cls, mapping) -> AttentionSpec:
+        """A spec from a mapping whose keys are field names; an unknown key is a SpecError naming it."""
+        known = cls.field_names()
+        for key in mapping:
+            if key not in known:
+                raise SpecError(str(key), f"unknown spec key; expected one of {', '.join(known)}")
+        for key in ("d_model", "n_heads"):
+            if key not in mapping:
+                raise SpecError(key, "missing (required)")
+        return cls(**dict(mapping))
+
+    def to_config(self) -> dict:
+        """Every field by name (biases 'none' when empty); from_config(to_config()) == self."""
+        config = {name: getattr(self, name) for name in self.field_names()}
+        config["biases"] = self.biases or "none"
+        return config
+
+    def to_row(self) -> dict:
+        """A flat table row: ROW_COLUMNS (biases 'none' when empty), then rope_base and seq_len when not default."""
+        row = {"label": self.label, **{c: getattr(self, c) for c in ROW_COLUMNS[1:]}}
+        row["biases"] = self.biases or "none"
+        if self.rope_base != DEFAULT_ROPE_BASE:
+            row["rope_base"] = self.rope_base
+        if self.seq_len is not None:
+            row["seq_len"] = self.seq_len
+        return row
+
+    @classmethod
+    def from_row(cls, row) -> AttentionSpec:
+        """The spec of a table row (a dict or a pandas row): field columns are read, others ignored.
+
+        Missing or empty cells (NaN, None, '') mean the default; integral floats (pandas turns an int
+        column with gaps into floats) become ints. A `label` column, when present, must match.
+        """
+        get = row.get if hasattr(row, "get") else lambda key, default=None: getattr(row, key, default)
+        values = {}
+        for name in cls.field_names():
+            value = get(name, None)
+            if (
+                value is None
+                or (isinstance(value, float) and math.isnan(value))
+                or (isinstance(value, str) and not value.strip())
+            ):
+                continue
+            if hasattr(value, "item") and not isinstance(value, str):  # numpy scalar -> Python scalar
+                value = value.item()
+            if isinstance(value, float) and value.is_integer() and name != "rope_base":
+                value = int(value)
+            if isinstance(value, str) and name in _INT_FIELDS and value.strip().lstrip("-").isdigit():
+                value = int(value)
+            if isinstance(value, str) and name == "rope_base":
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
+            if name == "causal" and isinstance(value, str):
+                if value.strip().lower() not in ("true", "false"):
+                    raise SpecError("causal", f"must be true or false, got {value!r}")
+                value = value.strip().lower() == "true"
+            values[name] = value
+        spec = cls.from_config(values)
+        label = get("label", None)
+        if isinstance(label, str) and label and label != spec.label:
+            raise SpecError("label", f"row label {label!r} does not match its fields ({spec.label})")
+        return spec
