@@ -37,6 +37,11 @@ def test_latex_errors_name_the_undefined_macro():
     assert paper.latex_errors(log) == ["./paper/main.tex:42: Undefined control sequence. l.42 ...a grid of \\VerifiedSpecs"]
 
 
+def paper_source(root: Path) -> str:
+    """The LaTeX of the paper: main.tex and every section file it inputs."""
+    return "\n".join(p.read_text() for p in sorted((root / "paper").glob("**/*.tex")))
+
+
 def read_macros(path: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for line in path.read_text().splitlines() if (m := MACRO.match(line))}
 
@@ -65,7 +70,7 @@ def built(smoke_build):
 @pytest.mark.slow
 def test_every_macro_the_paper_uses_is_generated(built):
     root, _ = built
-    used = set(re.findall(r"\\([A-Za-z]+)", (root / "paper/main.tex").read_text()))
+    used = set(re.findall(r"\\([A-Za-z]+)", paper_source(root)))
     defined = read_macros(root / "results/tables/macros.tex")
     generated_style = {n for n in used if re.match(r"(Paper|Count|Ratio|Unidentified|AttnParams|Num|Provenance|Verif|Sym|Train)", n)}
     assert generated_style <= set(defined), sorted(generated_style - set(defined))
@@ -75,7 +80,7 @@ def test_every_macro_the_paper_uses_is_generated(built):
 @pytest.mark.slow
 def test_numbers_in_the_text_are_the_macro_values(built):
     root, text = built
-    tex = (root / "paper/main.tex").read_text()
+    tex = paper_source(root)
     checked = 0
     for name, value in read_macros(root / "results/tables/macros.tex").items():
         expected = as_text(value)

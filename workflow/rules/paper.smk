@@ -2,6 +2,8 @@
 # rule `paper` builds results/paper/main.pdf with latexmk from paper/ and the generated tables,
 # figures and macros. Include this file last: its inputs are the other topics' outputs.
 
+from pathlib import Path
+
 
 rule macros:
     input:
@@ -22,6 +24,9 @@ rule macros:
 rule paper:
     input:
         tex="paper/main.tex",
+        sections=sorted(
+            str(p) for p in Path("paper").glob("**/*.tex") if p.name != "main.tex"
+        ),
         bib="paper/references.bib",
         macros=rules.macros.output[0],
         tables=lambda wildcards: TARGETS["tables"],
