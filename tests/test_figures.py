@@ -1,4 +1,4 @@
-"""Figures, notebooks and the macros script: plotting from synthetic aggregated results.
+"""Figures and notebooks: plotting from synthetic aggregated results.
 
 The figure scripts live in workflow/scripts/ (Snakemake `script:` glue); each exposes
 `plot(**tables) -> Figure`, tested here without Snakemake on small synthetic tables.
@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from attnid import AttentionSpec, count
-from attnid.plotting import save
+from attnid.report.seeds import seed_band
+from attnid.report.style import save
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "workflow" / "scripts"
@@ -25,8 +26,6 @@ import fig_conserved  # noqa: E402
 import fig_loss  # noqa: E402
 import fig_overlap  # noqa: E402
 import fig_ratio  # noqa: E402
-import figlib  # noqa: E402
-import macros  # noqa: E402
 
 FIGURES = ["ratio", "architectures", "overlap", "loss", "conserved"]
 
@@ -66,7 +65,7 @@ def metrics():
 
 
 def test_seed_band_averages_layers_then_takes_mean_and_range_over_seeds(metrics):
-    band = figlib.seed_band(metrics, ["task", "optimizer", "rebalance", "heads"], "overlap_all")
+    band = seed_band(metrics, ["task", "optimizer", "rebalance", "heads"], "overlap_all")
     row = band[(band.task == "recall") & (band.optimizer == "adam") & (band.rebalance == "none") & (band.heads == 2) & (band.step == 0)]
     # layers 0 and 1 of seed s: 0.1 (1 + s) and 0.1 (2 + s) -> per-run mean 0.1 (1.5 + s); seeds 0, 1
     assert row["mean"].item() == pytest.approx(0.2)
@@ -124,15 +123,3 @@ def test_notebooks_are_stored_clean_with_language_info(name):
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
     assert "snakemake.input" in "".join("".join(c["source"]) for c in code)
-
-
-def test_macros_are_combined_and_a_duplicate_is_refused():
-    a, b = "\\newcommand{\\Alpha}{1}\n", "\\newcommand{\\Beta}{2}\n"
-    text = macros.combine({"a.tex": a, "b.tex": b}, {"Gamma": "3"})
-    assert macros.defined_names(text) == ["Alpha", "Beta", "Gamma"]
-    with pytest.raises(ValueError, match=r"\\Alpha: a.tex, c.tex"):
-        macros.combine({"a.tex": a, "c.tex": a})
-
-
-def test_number_format():
-    assert [macros.number(x) for x in (0.0625, 1234, 3.5, 2.5e-9)] == ["0.0625", "1{,}234", "3.50", r"\ensuremath{2.5\times10^{-9}}"]

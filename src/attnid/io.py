@@ -1,4 +1,5 @@
-"""Atomic file output: write to a temporary file beside the target, then rename.
+"""Atomic file output (temporary file beside the target, then rename), the one way a workflow
+script logs, and reading an intermediate result with an error that says how to rebuild it.
 
 An interrupted job leaves no file that looks finished (the rename is atomic on POSIX).
 """
@@ -6,7 +7,9 @@ An interrupted job leaves no file that looks finished (the rename is atomic on P
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,13 +52,52 @@ def atomic_write_parquet(path: str | Path, df) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def log_to(path: str | Path) -> None:
-    """Send this process's stdout and stderr (warnings, tracebacks, progress bars) to a log file.
+def log_to(path: str | Path, name: str = "attnid") -> logging.Logger:
+    """The one way a workflow script logs: stdout and stderr (warnings, tracebacks, progress bars)
+    go to the rule's log file, and the returned logger writes there too.
 
-    Used by the workflow's glue scripts: `log_to(snakemake.log[0])`.
+    Used by every glue script: `log = log_to(snakemake.log[0])`.
     """
-    import sys
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    stream = open(path, "w", buffering=1)
+    stream = open(path, "w", buffering=1)  # noqa: SIM115 - stays open for the life of the job
     sys.stdout = sys.stderr = stream
+    log = logging.getLogger(name)
+    log.handlers[:] = [logging.StreamHandler(stream)]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log
+
+
+class UnreadableResult(RuntimeError):
+    """An intermediate result that exists but cannot be read (truncated, corrupt, wrong columns)."""
+
+
+def read_result(path: str | Path, columns: list[str] | None = None, **kwargs):
+    """Read an intermediate result (CSV, Parquet or JSON by suffix); a file that cannot be read,
+    or lacks one of `columns`, raises one line naming the file and how to rebuild it.
+
+    The rebuild command forces the rule that writes exactly this file (`snakemake -f FILE`).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            data = pd.read_parquet(path, **kwargs)
+        elif path.suffix == ".json":
+            data = json.loads(path.read_text())
+        else:
+            data = pd.read_csv(path, **kwargs)
+        missing = [c for c in columns or [] if c not in data.columns]
+        if missing:
+            raise ValueError(f"missing column(s) {', '.join(missing)}")
+        if hasattr(data, "columns") and len(data.columns) == 0:
+            raise ValueError("no columns")
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 - every pandas/pyarrow/json parse error reads the same to a user
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UnreadableResult(
+            f"{path} is truncated or corrupt ({reason}); rebuild it with: snakemake --cores 1 -f {path}"
+        ) from None
+    return data

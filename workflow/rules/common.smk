@@ -15,3 +15,93 @@ benchfile = lambda name: f"{RESULTS}/benchmarks/{name}.tsv"
 # LaTeX macro fragments (one per topic, results/macros/<topic>.tex); rule `macros`
 # concatenates them into results/tables/macros.tex, which the paper \input's.
 MACRO_FRAGMENTS = []
+
+
+# Results follow the code: every rule that runs a script lists, as inputs, the script and every
+# module it imports from this repository (the `attnid` package under src/ and the helper scripts
+# next to it), transitively, found by reading the sources (no import, so no torch at parse time).
+# Editing a module then reruns exactly the rules whose scripts use it. A package's __init__.py
+# counts only where it is imported by name (`import attnid`, `from attnid import X`).
+import ast
+import functools
+import os
+
+REPO = os.path.abspath(workflow.basedir)
+PACKAGE_SRC = os.path.join(REPO, "src")
+SCRIPTS = os.path.join(REPO, "workflow", "scripts")
+NOTEBOOKS = os.path.join(REPO, "notebooks")
+
+
+def _module_file(name):
+    """'attnid.report.latex' -> its source file under src/ (None when it is not a module of ours)."""
+    base = os.path.join(PACKAGE_SRC, *name.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _imported_names(path, module):
+    """Absolute names of the modules (or module attributes) a source file imports."""
+    if path.endswith(".ipynb"):
+        import jupytext
+
+        source = jupytext.writes(jupytext.read(path), fmt="py:percent")
+    else:
+        with open(path) as f:
+            source = f.read()
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from .x import y inside the package
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            names.append(base)
+            names += [
+                f"{base}.{alias.name}" for alias in node.names
+            ]  # `from pkg import submodule`
+    return names
+
+
+@functools.cache
+def _code_closure(path, module):
+    """The set of repository source files `path` (module name `module`) needs, itself included."""
+    found = {path}
+    for name in _imported_names(path, module):
+        if name.split(".")[0] == "attnid":
+            dep = _module_file(name)
+        elif "." not in name and os.path.isfile(os.path.join(SCRIPTS, name + ".py")):
+            dep = os.path.join(
+                SCRIPTS, name + ".py"
+            )  # a helper script next to the glue scripts
+        else:
+            dep = None
+        if dep is not None and dep not in found:
+            found |= _code_closure(dep, name)
+    return frozenset(found)
+
+
+def script_inputs(script):
+    """Inputs for a rule running workflow/scripts/<script> (or notebooks/<script> for a notebook):
+    the file and every module of this repository it imports, transitively, sorted."""
+    folder = NOTEBOOKS if script.endswith(".ipynb") else SCRIPTS
+    path = os.path.join(folder, script)
+    if not os.path.isfile(path):
+        raise ValueError(f"script_inputs: no script {path}")
+    return sorted(
+        os.path.relpath(p) for p in _code_closure(path, script.rsplit(".", 1)[0])
+    )
+
+
+# The manuscript: main.tex and every section file it inputs.
+PAPER_SOURCES = sorted(
+    os.path.relpath(os.path.join(root, f))
+    for root, _, files in os.walk(os.path.join(REPO, "paper"))
+    for f in files
+    if f.endswith(".tex")
+)

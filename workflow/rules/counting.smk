@@ -2,6 +2,8 @@
 
 
 rule counting_ratios:
+    input:
+        script_inputs("counting_ratios.py"),
     output:
         f"{RESULTS}/counting/ratios.csv",
     log:
@@ -17,6 +19,8 @@ rule counting_ratios:
 
 
 rule counting_architectures:
+    input:
+        script_inputs("counting_architectures.py"),
     output:
         f"{RESULTS}/counting/architectures.csv",
     log:
@@ -30,6 +34,8 @@ rule counting_architectures:
 
 
 rule counting_closed_forms:
+    input:
+        script_inputs("counting_closed_forms.py"),
     output:
         tex=f"{RESULTS}/counting/closed_forms.tex",
         csv=f"{RESULTS}/counting/closed_forms.csv",
@@ -44,6 +50,7 @@ rule counting_closed_forms:
 rule table_counting:
     input:
         f"{RESULTS}/counting/ratios.csv",
+        script_inputs("table_counting.py"),
     output:
         tex=f"{RESULTS}/tables/counting.tex",
         csv=f"{RESULTS}/tables/counting.csv",
@@ -58,6 +65,7 @@ rule table_counting:
 rule table_architectures:
     input:
         f"{RESULTS}/counting/architectures.csv",
+        script_inputs("table_architectures.py"),
     output:
         tex=f"{RESULTS}/tables/architectures.tex",
         csv=f"{RESULTS}/tables/architectures.csv",
@@ -71,8 +79,10 @@ rule table_architectures:
 
 rule macros_counting:
     input:
+        script_inputs("macros_counting.py"),
         ratios=f"{RESULTS}/counting/ratios.csv",
         architectures=f"{RESULTS}/counting/architectures.csv",
+        paper=PAPER_SOURCES,
     output:
         f"{RESULTS}/macros/counting.tex",
     log:

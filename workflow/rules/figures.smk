@@ -3,15 +3,12 @@
 # The PNG goes into `snakemake --report` with its caption (workflow/report/<name>.rst).
 # Include this file after the topic files whose results it plots.
 
-# shared plotting helpers: a change reruns the figures
-FIGLIB = "workflow/scripts/figlib.py"
-
 
 rule fig_ratio:
     input:
+        script_inputs("fig_ratio.py"),
         ratios=f"{RESULTS}/counting/ratios.csv",
         points=f"{RESULTS}/jacobian/ratio_points.csv",
-        helper=FIGLIB,
     output:
         pdf=f"{RESULTS}/figures/ratio.pdf",
         png=report(
@@ -29,8 +26,8 @@ rule fig_ratio:
 
 rule fig_architectures:
     input:
+        script_inputs("fig_architectures.py"),
         architectures=f"{RESULTS}/counting/architectures.csv",
-        helper=FIGLIB,
     output:
         pdf=f"{RESULTS}/figures/architectures.pdf",
         png=report(
@@ -48,8 +45,8 @@ rule fig_architectures:
 
 rule fig_overlap:
     input:
+        script_inputs("fig_overlap.py"),
         metrics=f"{RESULTS}/training/metrics.parquet",
-        helper=FIGLIB,
     output:
         pdf=f"{RESULTS}/figures/overlap.pdf",
         png=report(
@@ -67,8 +64,8 @@ rule fig_overlap:
 
 rule fig_loss:
     input:
+        script_inputs("fig_loss.py"),
         metrics=f"{RESULTS}/training/metrics.parquet",
-        helper=FIGLIB,
     output:
         pdf=f"{RESULTS}/figures/loss.pdf",
         png=report(
@@ -86,8 +83,8 @@ rule fig_loss:
 
 rule fig_conserved:
     input:
+        script_inputs("fig_conserved.py"),
         metrics=f"{RESULTS}/training/metrics.parquet",
-        helper=FIGLIB,
     output:
         pdf=f"{RESULTS}/figures/conserved.pdf",
         png=report(

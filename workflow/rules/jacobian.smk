@@ -10,6 +10,8 @@ JACOBIAN_GPU = 1 if config["device"] == "cuda" else 0
 
 
 rule jacobian_verification:
+    input:
+        script_inputs("jacobian_verification.py"),
     output:
         f"{JAC}/verification.csv",
     log:
@@ -31,6 +33,7 @@ rule jacobian_verification:
 rule jacobian_ratio_points:
     input:
         f"{RESULTS}/counting/ratios.csv",
+        script_inputs("jacobian_ratio_points.py"),
     output:
         f"{JAC}/ratio_points.csv",
     log:
@@ -50,6 +53,8 @@ rule jacobian_ratio_points:
 
 
 rule jacobian_spectra:
+    input:
+        script_inputs("jacobian_spectra.py"),
     output:
         f"{JAC}/spectra.csv",
     log:
@@ -69,6 +74,8 @@ rule jacobian_spectra:
 
 
 rule jacobian_bias_effects:
+    input:
+        script_inputs("jacobian_bias_effects.py"),
     output:
         f"{JAC}/bias_effects.csv",
     log:
@@ -90,6 +97,7 @@ rule jacobian_bias_effects:
 rule jacobian_table_verification:
     input:
         f"{JAC}/verification.csv",
+        script_inputs("jacobian_table_verification.py"),
     output:
         tex=f"{RESULTS}/tables/verification.tex",
         csv=f"{RESULTS}/tables/verification.csv",
@@ -104,6 +112,7 @@ rule jacobian_table_verification:
 rule jacobian_table_bias_effects:
     input:
         f"{JAC}/bias_effects.csv",
+        script_inputs("jacobian_table_bias_effects.py"),
     output:
         tex=f"{RESULTS}/tables/bias_effects.tex",
         csv=f"{RESULTS}/tables/bias_effects.csv",
@@ -118,6 +127,7 @@ rule jacobian_table_bias_effects:
 rule fig_spectrum:
     input:
         f"{JAC}/spectra.csv",
+        script_inputs("fig_spectrum.py"),
     output:
         pdf=f"{RESULTS}/figures/jacobian_spectrum.pdf",
         png=report(
@@ -136,6 +146,8 @@ rule fig_spectrum:
 if "large" in JACOBIAN:
 
     rule jacobian_large:
+        input:
+            script_inputs("jacobian_large.py"),
         output:
             f"{JAC}/large.json",
         log:
@@ -154,21 +166,19 @@ if "large" in JACOBIAN:
         script:
             "../scripts/jacobian_large.py"
 
+    TARGETS["data"].append(rules.jacobian_large.output[0])
+
 
 rule jacobian_macros:
     input:
+        script_inputs("jacobian_macros.py"),
         verification=f"{JAC}/verification.csv",
-        ratio_points=f"{JAC}/ratio_points.csv",
-        bias_effects=f"{JAC}/bias_effects.csv",
-        large=[f"{JAC}/large.json"] if "large" in JACOBIAN else [],
     output:
         f"{RESULTS}/macros/jacobian.tex",
     log:
         logfile("jacobian_macros"),
     conda:
         CONDA_ENV
-    params:
-        cfg=JACOBIAN,
     script:
         "../scripts/jacobian_macros.py"
 

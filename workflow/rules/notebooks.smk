@@ -6,6 +6,7 @@
 
 rule nb_counting:
     input:
+        script_inputs("01_counting.py.ipynb"),
         ratios=f"{RESULTS}/counting/ratios.csv",
         architectures=f"{RESULTS}/counting/architectures.csv",
         closed_forms=f"{RESULTS}/counting/closed_forms.csv",
@@ -23,6 +24,7 @@ rule nb_counting:
 
 rule nb_jacobian:
     input:
+        script_inputs("02_jacobian.py.ipynb"),
         verification=f"{RESULTS}/jacobian/verification.csv",
         ratio_points=f"{RESULTS}/jacobian/ratio_points.csv",
         bias_effects=f"{RESULTS}/tables/bias_effects.csv",
@@ -41,6 +43,7 @@ rule nb_jacobian:
 
 rule nb_training:
     input:
+        script_inputs("03_training.py.ipynb"),
         metrics=f"{RESULTS}/training/metrics.parquet",
         summary=f"{RESULTS}/training/summary.parquet",
         fig_overlap=rules.fig_overlap.output.png,

@@ -1,16 +1,13 @@
-# The paper (issue 6): rule `macros` gathers every number of the text into results/tables/macros.tex;
+# The paper: rule `macros` gathers every number of the text into results/tables/macros.tex;
 # rule `paper` builds results/paper/main.pdf with latexmk from paper/ and the generated tables,
 # figures and macros. Include this file last: its inputs are the other topics' outputs.
-
-from pathlib import Path
 
 
 rule macros:
     input:
+        script_inputs("macros.py"),
         fragments=lambda wildcards: MACRO_FRAGMENTS,
-        # aggregated results that macros.py summarises for the prose (Paper* macros)
-        verification=f"{RESULTS}/jacobian/verification.csv",
-        training=f"{RESULTS}/training/summary.parquet",
+        paper=PAPER_SOURCES,
     output:
         f"{RESULTS}/tables/macros.tex",
     log:
@@ -23,10 +20,8 @@ rule macros:
 
 rule paper:
     input:
-        tex="paper/main.tex",
-        sections=sorted(
-            str(p) for p in Path("paper").glob("**/*.tex") if p.name != "main.tex"
-        ),
+        script_inputs("paper.py"),
+        tex=PAPER_SOURCES,
         bib="paper/references.bib",
         macros=rules.macros.output[0],
         tables=lambda wildcards: TARGETS["tables"],

@@ -13,6 +13,7 @@ from importlib import import_module
 rule provenance:
     input:
         workflow.configfiles,
+        script_inputs("provenance.py"),
     output:
         record=report(
             f"{RESULTS}/provenance.json",

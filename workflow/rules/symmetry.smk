@@ -3,6 +3,8 @@
 
 
 rule symmetry_checks:
+    input:
+        script_inputs("symmetry_checks.py"),
     output:
         f"{RESULTS}/symmetry/checks.csv",
     log:
@@ -21,6 +23,7 @@ rule symmetry_checks:
 rule symmetry_table:
     input:
         f"{RESULTS}/symmetry/checks.csv",
+        script_inputs("symmetry_table.py"),
     output:
         tex=f"{RESULTS}/tables/symmetry.tex",
         csv=f"{RESULTS}/tables/symmetry.csv",
@@ -34,6 +37,7 @@ rule symmetry_table:
 
 rule symmetry_macros:
     input:
+        script_inputs("symmetry_macros.py"),
         checks=f"{RESULTS}/symmetry/checks.csv",
         summary=f"{RESULTS}/tables/symmetry.csv",
     output:

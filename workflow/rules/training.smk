@@ -6,6 +6,8 @@ include: "training_common.smk"
 
 
 rule train_run:
+    input:
+        script_inputs("train_run.py"),
     output:
         metrics=f"{TRAIN_RUN}/metrics.parquet",
         summary=f"{TRAIN_RUN}/summary.json",
@@ -33,6 +35,7 @@ rule train_run:
 
 rule training_aggregate:
     input:
+        script_inputs("training_aggregate.py"),
         summaries=training_outputs("summary.json"),
         metrics=training_outputs("metrics.parquet"),
     output:

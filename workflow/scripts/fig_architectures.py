@@ -9,7 +9,7 @@ Tick: the share 1 - 1/(2H) that standard MHA with the model's H would give, for 
 import numpy as np
 import pandas as pd
 
-from attnid.plotting import COLUMN_WIDTH, PALETTE, use_style
+from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
 
 
 def _millions(n: float) -> str:

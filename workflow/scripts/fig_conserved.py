@@ -10,9 +10,9 @@ task; mean over seeds with min-max bands, log scale with drifts below FLOOR draw
 """
 
 import pandas as pd
-from figlib import OPTIMIZER_NAMES, TASK_NAMES, label_grid, at_largest_heads, ordered, seed_band
 
-from attnid.plotting import FULL_WIDTH, PALETTE, use_style
+from attnid.report.seeds import at_largest_heads, seed_band
+from attnid.report.style import FULL_WIDTH, OPTIMIZER_NAMES, PALETTE, TASK_NAMES, label_grid, ordered, use_style
 
 PARTS = {"drift_query_key": "query-key imbalance", "drift_value_output": "value-output imbalance"}
 FLOOR = 1e-17

@@ -7,9 +7,18 @@ One head count per task is shown, the largest that task sweeps.
 """
 
 import pandas as pd
-from figlib import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, label_grid, at_largest_heads, ordered, seed_band
 
-from attnid.plotting import FULL_WIDTH, PALETTE, use_style
+from attnid.report.seeds import at_largest_heads, seed_band
+from attnid.report.style import (
+    FULL_WIDTH,
+    OPTIMIZER_NAMES,
+    PALETTE,
+    REBALANCE_NAMES,
+    TASK_NAMES,
+    label_grid,
+    ordered,
+    use_style,
+)
 
 BY = ["task", "optimizer", "rebalance"]
 

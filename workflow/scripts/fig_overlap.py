@@ -9,9 +9,20 @@ FLOOR (e.g. exactly zero for `project`) are drawn at FLOOR.
 """
 
 import pandas as pd
-from figlib import CHANCE_STYLE, LINESTYLES, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, label_grid, ordered, seed_band
 
-from attnid.plotting import FULL_WIDTH, PALETTE, use_style
+from attnid.report.seeds import seed_band
+from attnid.report.style import (
+    CHANCE_STYLE,
+    FULL_WIDTH,
+    LINESTYLES,
+    OPTIMIZER_NAMES,
+    PALETTE,
+    REBALANCE_NAMES,
+    TASK_NAMES,
+    label_grid,
+    ordered,
+    use_style,
+)
 
 FLOOR = 1e-17  # lower edge of the log axis; float64 rounding is about 1e-16
 

@@ -9,9 +9,9 @@ half / full, (c) biases without and with RoPE. Only specs with standard head siz
 
 import numpy as np
 import pandas as pd
-from figlib import bias_label, ordered
+from figlib import bias_label
 
-from attnid.plotting import FULL_WIDTH, PALETTE, use_style
+from attnid.report.style import FULL_WIDTH, PALETTE, ordered, use_style
 
 ROPE_ORDER = ["none", "half", "full"]
 

@@ -8,7 +8,7 @@ head shape and RoPE variant, each cell `counted/measured` of the bias's `bias_pa
 import pandas as pd
 
 from attnid.io import atomic_write_text, log_to
-from attnid.latex import booktabs
+from attnid.report.latex import booktabs
 
 log_to(snakemake.log[0])
 df = pd.read_csv(snakemake.input[0], keep_default_na=False)

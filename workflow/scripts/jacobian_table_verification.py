@@ -8,7 +8,7 @@ the smallest kept and the largest dropped singular value (relative) and the wors
 import pandas as pd
 
 from attnid.io import log_to
-from attnid.latex import write_table
+from attnid.report.latex import write_table
 
 log_to(snakemake.log[0])
 df = pd.read_csv(snakemake.input[0])

@@ -7,6 +7,7 @@ auxiliary files go to results/paper/build/, and the PDF is moved into place atom
 A failed build names the LaTeX errors (undefined macros, missing files) from the log.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -44,28 +45,44 @@ def build(tex: str | Path, outdir: str | Path, log) -> Path:
     """Run latexmk on `tex` (from the current directory) into `outdir`; return the PDF path."""
     latexmk = require_latexmk()
     tex, outdir = Path(tex), Path(outdir)
-    cmd = [latexmk, "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-file-line-error", f"-outdir={outdir}", str(tex)]
-    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)
+    cmd = [
+        latexmk,
+        "-pdf",
+        "-interaction=nonstopmode",
+        "-halt-on-error",
+        "-file-line-error",
+        f"-outdir={outdir}",
+        str(tex),
+    ]
+    # a fixed date makes the PDF byte-stable (pdfTeX reads SOURCE_DATE_EPOCH for /CreationDate and /ID)
+    env = os.environ | {"SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"), "FORCE_SOURCE_DATE": "1"}
+    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False, env=env)
     pdf = outdir / f"{tex.stem}.pdf"
     if done.returncode != 0 or not pdf.exists():
         tex_log = outdir / f"{tex.stem}.log"
         errors = latex_errors(tex_log.read_text(errors="replace")) if tex_log.exists() else []
-        raise SystemExit(f"latexmk failed ({done.returncode}) on {tex}:\n  " + "\n  ".join(errors[:20] or ["see the log"]))
+        raise SystemExit(
+            f"latexmk failed ({done.returncode}) on {tex}:\n  " + "\n  ".join(errors[:20] or ["see the log"])
+        )
     return pdf
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    from attnid.io import atomic_path
+    from attnid.io import atomic_path, log_to
 
+    log_to(snakemake.log[0], "paper")  # noqa: F821
     out = Path(snakemake.output.pdf)  # noqa: F821
-    with open(snakemake.log[0], "w") as log:  # noqa: F821
-        try:
-            pdf = build(snakemake.input.tex, out.parent / "build", log)  # noqa: F821
-        except SystemExit as stop:
-            print(stop, file=log)
-            print(stop, file=sys.stderr)
-            raise
-        with atomic_path(out) as tmp:
-            shutil.copyfile(pdf, tmp)
-        warnings = [ln for ln in (out.parent / "build" / "main.log").read_text(errors="replace").splitlines() if re.search(r"Warning.*(undefined|Citation)", ln)]
-        print("\n".join(warnings) or "no undefined references or citations", file=log)
+    main_tex = next(t for t in snakemake.input.tex if Path(t).name == "main.tex")  # noqa: F821
+    try:
+        pdf = build(main_tex, out.parent / "build", sys.stdout)
+    except SystemExit as stop:
+        print(stop, file=sys.__stderr__)  # the console, not only the log
+        raise
+    with atomic_path(out) as tmp:
+        shutil.copyfile(pdf, tmp)
+    warnings = [
+        ln
+        for ln in (out.parent / "build" / "main.log").read_text(errors="replace").splitlines()
+        if re.search(r"Warning.*(undefined|Citation)", ln)
+    ]
+    print("\n".join(warnings) or "no undefined references or citations")

@@ -4,7 +4,7 @@ and the paper's macros (\\ProvenanceCommit, \\ProvenanceConfigHash, ...) -> resu
 import sys
 
 from attnid.io import atomic_write_json, atomic_write_text
-from attnid.latex import escape, macros
+from attnid.report.latex import escape, macros
 from attnid.provenance import macros as provenance_macros
 from attnid.provenance import record
 

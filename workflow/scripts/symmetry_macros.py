@@ -3,7 +3,7 @@
 import pandas as pd
 
 from attnid.io import atomic_write_text, log_to
-from attnid.latex import macros
+from attnid.report.latex import macros
 from attnid.symmetry_checks import latex_number
 
 log_to(snakemake.log[0])
@@ -12,7 +12,6 @@ worst = pd.read_csv(snakemake.input.summary).set_index("check").worst
 values = {
     "SymmetrySpecs": str(checks.label.nunique()),
     "SymmetryDimAgree": str(int(checks.dim_match.sum())),
-    "SymmetryRows": str(len(checks)),
     "SymmetryWorstAllowedChange": latex_number(worst["function change, allowed action"]),
     "SymmetryWorstPermutationChange": latex_number(worst["function change, head permutation"]),
     "SymmetryMinNoncommutingChange": latex_number(worst["function change, generic M under RoPE"]),

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from attnid.io import atomic_write_csv, atomic_write_text, log_to
-from attnid.latex import booktabs
+from attnid.report.latex import booktabs
 from attnid.symmetry_checks import summarize, summary_latex
 
 log_to(snakemake.log[0])

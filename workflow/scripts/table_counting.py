@@ -3,7 +3,7 @@
 import pandas as pd
 
 from attnid.io import log_to
-from attnid.latex import write_table
+from attnid.report.latex import write_table
 
 log_to(snakemake.log[0])
 df = pd.read_csv(snakemake.input[0], keep_default_na=False)

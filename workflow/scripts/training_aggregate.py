@@ -7,16 +7,15 @@ measured numbers).
 """
 
 import json
-import logging
 import sys
 
 import pandas as pd
 
-from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text
-from attnid.sweep import SUMMARY_COLUMNS, overlap_table, sanity_checks, table_tex, training_macros
+from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to
+from attnid.report.macros import fragment, training_macros
+from attnid.sweep import SUMMARY_COLUMNS, overlap_table, sanity_checks, table_tex
 
-logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(message)s")  # noqa: F821
-log = logging.getLogger("training_aggregate")
+log = log_to(snakemake.log[0], "training_aggregate")  # noqa: F821
 inp, out, params = snakemake.input, snakemake.output, snakemake.params  # noqa: F821
 
 summary = pd.DataFrame([json.loads(open(path).read()) for path in inp.summaries])[list(SUMMARY_COLUMNS)]
@@ -29,7 +28,7 @@ atomic_write_parquet(out.metrics, metrics)
 atomic_write_csv(out.checks, checks)
 atomic_write_text(out.tex, table_tex(table))
 atomic_write_csv(out.csv, table)
-atomic_write_text(out.macros, training_macros(summary, checks))
+atomic_write_text(out.macros, fragment(training_macros(summary), "workflow/scripts/training_aggregate.py"))
 
 log.info("%d runs, %d metric rows", len(summary), len(metrics))
 with pd.option_context("display.width", 200, "display.max_columns", 20):
