@@ -1,0 +1,195 @@
+r"""Exact whole-model counts: how many parameters of a language model its function leaves free.
+
+The model (``attnid.model.spec``) is counted as a chain of reparametrisations. Every read of the
+residual stream through a norm sees only an affine image of a normalised vector, every write is
+a linear map into the stream, and the stream itself has a gauge. So the fibre (the set of
+parameter points with the same logits, at a generic point) splits into sources, each a
+symmetry or a blind spot, whose dimensions add because they act on different coordinates
+(d = d_model, V = vocab, m = d_ff, T = positions; n_X = output width of a map X reading a norm;
+[b] = 1 if bias b exists; d_c = d - 1 for a LayerNorm (its output is centred), d for RMSNorm):
+
+1. norm gain <-> rows of the maps it feeds: diag(g) W = diag(g s) diag(s)^-1 W: d per norm whose
+   readers are linear maps only (pre-LN norms, a final norm, the last post-LN norm).
+2. LayerNorm centring, reading side: a LayerNorm's output minus its bias is orthogonal to 1/g,
+   so W -> W + (1/g) u^T adds only the constant (beta . 1/g) u, which a bias of W (or beta itself)
+   absorbs: n_X (1 + [b_X] - [beta or b_X]) per reader X; a pre-LN beta is absorbed by those
+   rank-one terms or by the readers' biases: d more.
+3. Attention, effective: the layer reading a d_in-dimensional affine image of its input
+   (d_in = d_c after a norm, d raw) and writing into a d_out-dimensional stream (d - 1 when every
+   reader of the stream is a LayerNorm): the attention counts of `attnid.counting` with d -> d_in
+   on the reading side and d_out on the writing side, and a bias for Q, K, V whenever the norm has
+   a beta or the map has a bias (the offset beta W is a bias); an output bias whenever something
+   else adds a constant at the same point (a parallel block's MLP down bias).
+4. Residual centring, writing side: when every reader of the stream is a LayerNorm, the stream's
+   component along 1 is invisible, so each row of every map writing into it (E, positions, W_O,
+   b_O, W_down, b_down) has one free entry.
+5. Residual gauge: the stream h -> c h R with R orthogonal on what the norms read (O(d - 1) on the
+   centred stream for LayerNorm, O(d) for RMSNorm), writers multiplied by c R, readers by
+   (c R)^-1 after the gains. Without a final norm (the unembedding reads the raw stream) the
+   LayerNorm gauge also shears the stream along 1: h -> h + (h . v) 1 and scales that direction,
+   d more. A tied unembedding (U = E^T) leaves only the part that maps E^T correctly: the scale
+   with a final norm, the rotations without one.
+6. Scale symmetries that rest on a norm's scale invariance: the residual scale c (pre-LN), and in a
+   post-LN model one scale per sublayer (x -> c x for the stream segment feeding each norm).
+   With eps > 0 they are weakly identified (their own class); the rest stays exact.
+7. MLP hidden units: a positive scaling per unit for ReLU (x -> relu(c x) / c) and for the gated
+   SwiGLU/GeGLU (up column c, down row 1/c): m per layer; GELU has none.
+8. Embeddings: learned positions and token embeddings enter only through their sum: E + 1 w^T,
+   pos - 1 w^T (d_out dims; none when tied, the unembedding sees E). A post-LN model's raw
+   embeddings also carry the shear h -> h + (h . v) 1 (d, untied only).
+9. Finite inputs: a parallel block's MLP at layer 0 without learned positions reads only the V
+   points Norm(E[t]); its output is a V x d_out table, so it determines at most V d_out of its
+   effective parameters.
+
+Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..counting import _fibre_of_product
+from .spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """Whole-model counts; `breakdown` sums to `unidentified` (exact at the spec's eps), `weak` lists the
+    weakly identified directions (exact symmetries at eps = 0 that eps > 0 breaks)."""
+
+    total: int
+    unidentified: int
+    weakly_identified: int
+    breakdown: dict = field(default_factory=dict)
+
+    @property
+    def identified(self) -> int:
+        return self.total - self.unidentified - self.weakly_identified
+
+    @property
+    def ratio(self) -> float:
+        return self.unidentified / self.total
+
+    def to_dict(self) -> dict:
+        return {
+            "total": self.total,
+            "unidentified": self.unidentified,
+            "weakly_identified": self.weakly_identified,
+            "identified": self.identified,
+            "ratio": self.ratio,
+            "breakdown": dict(self.breakdown),
+        }
+
+
+def attention_fibre(spec, d_in: int, d_out: int, biases: str, d_const: int | None = None) -> int:
+    """Unidentified dims of an attention layer reading d_in dims and writing d_out dims, with
+    effective biases `biases` (a subset of 'qkvo'): `attnid.counting.count` with d split in two.
+    d_const (default d_out): dims of the constant it adds that the model can see."""
+    d_const = d_out if d_const is None else d_const
+    G, r, k, v, p = spec.n_kv_heads, spec.group_size, spec.d_head_qk, spec.d_head_v, spec.rope_dims
+    u = k - p
+    query_key = G * (_fibre_of_product(r * (d_in + ("q" in biases)), d_in, u) + p)
+    key_bias = G * u if "k" in biases else 0
+    value_output = G * _fibre_of_product(d_in, r * d_out, v)
+    if "v" not in biases:
+        value_bias = 0
+    elif "o" in biases:
+        value_bias = G * v
+    else:
+        value_bias = G * v - min(G * v, d_const)
+    return query_key + key_bias + value_output + value_bias
+
+
+def _readers(spec: ModelSpec, what: str) -> list[tuple[int, bool]]:
+    """(output width, has bias) of each linear map reading a norm: 'attn', 'mlp' or 'head'."""
+    a = spec.attention
+    if what == "attn":
+        return [(a.n_heads * a.d_head_qk, a.has_bias("q")), (a.n_kv_heads * a.d_head_qk, a.has_bias("k")), (a.n_kv_heads * a.d_head_v, a.has_bias("v"))]
+    if what == "mlp":
+        return [(spec.d_ff, spec.mlp_bias)] * (2 if spec.gated else 1)
+    return [(spec.vocab_size, spec.lm_head_bias)]
+
+
+def _centring_readers(spec: ModelSpec, readers) -> int:
+    """Rule 2, per reader: n_X (1 + [b_X] - [beta or b_X]) (LayerNorm only)."""
+    if spec.norm != "layernorm":
+        return 0
+    return sum(n * (1 + b - (spec.norm_bias or b)) for n, b in readers)
+
+
+def _effective_biases(spec: ModelSpec, normed: bool, extra_o: bool) -> str:
+    a = spec.attention
+    beta = normed and spec.norm_bias
+    letters = "".join(x for x in "qkv" if a.has_bias(x) or beta)
+    return letters + ("o" if a.has_bias("o") or extra_o else "")
+
+
+def _mlp_effective(spec: ModelSpec, d_in: int, d_out: int, beta: bool) -> int:
+    """Effective parameters of one MLP reading a d_in-dim affine image and writing d_out dims."""
+    m, b = spec.d_ff, spec.mlp_bias
+    reads = (2 if spec.gated else 1) * m * (d_in + (b or beta))
+    hidden = m if spec.mlp in ("relu", "swiglu", "geglu") else 0
+    return reads + m * d_out + b * d_out - hidden
+
+
+def count_model(spec: ModelSpec) -> ModelCounts:
+    """Exact unidentified and weakly identified counts of the whole model (rules in the module docstring)."""
+    a = spec.attention
+    d, V, m, L = spec.d_model, spec.vocab_size, spec.d_ff, spec.n_layers
+    ln, beta, tied = spec.norm == "layernorm", spec.norm_bias, spec.tied
+    learned = spec.positions == "learned"
+    d_c = d - 1 if ln else d  # dims a norm's output spans
+    hidden_units = m if spec.mlp in ("relu", "swiglu", "geglu") else 0
+    writes_per_layer = a.n_heads * a.d_head_v + a.has_bias("o") + m + spec.mlp_bias  # rows writing into the stream
+    head = _readers(spec, "head")
+    b: dict[str, int] = {}
+    if spec.norm_position == "pre":
+        centred = ln and spec.final_norm  # every reader of the stream is a LayerNorm
+        d_out = d - 1 if centred else d
+        # Without a final norm the stream's 1-component reaches the logits only as one sum, to which
+        # a uniform shift of E along 1 adds: every constant writer has a free 1-component.
+        offset = ln and not centred and not tied
+        d_const = d - 1 if offset else d_out
+        extra_o = spec.parallel and spec.mlp_bias
+        b["attention"] = L * attention_fibre(a, d_c, d_out, _effective_biases(spec, True, extra_o), d_const)
+        b["parallel_constants"] = L * d_const if extra_o and a.has_bias("o") else 0
+        b["constant_offsets"] = L * (a.has_bias("o") + spec.mlp_bias) if offset else 0
+        block_norms = L * (1 if spec.shared_norm else 2)
+        head_norm = spec.final_norm and not tied  # the final norm's only reader is a free linear map
+        b["norm_gain"] = d * (block_norms + head_norm)
+        b["norm_bias"] = d * beta * (block_norms + head_norm + (spec.final_norm and tied and spec.lm_head_bias))
+        b["centring_readers"] = L * (_centring_readers(spec, _readers(spec, "attn")) + _centring_readers(spec, _readers(spec, "mlp")))
+        b["centring_readers"] += _centring_readers(spec, head) if head_norm else 0
+        b["centring_writers"] = (0 if tied else V) + spec.max_positions * learned + L * writes_per_layer if centred else 0
+        rotations = d_c * (d_c - 1) // 2
+        if tied:
+            b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)
+        else:
+            b["residual_rotations"], scales = rotations + (0 if spec.final_norm or not ln else d), 1
+        b["mlp_hidden"] = L * hidden_units
+        b["embeddings"] = d_out if learned and not tied else 0
+        if spec.parallel and not learned:  # layer 0's MLP reads the V points Norm(E[t]) only
+            b["finite_inputs"] = max(0, _mlp_effective(spec, d_c, d_out, beta) - V * d_out)
+    else:
+        d_out = d_c  # every sublayer writes into a norm
+        first_normed = spec.embedding_norm
+        b["attention"] = attention_fibre(a, d_c if first_normed else d, d_out, _effective_biases(spec, first_normed, False))
+        b["attention"] += (L - 1) * attention_fibre(a, d_c, d_out, _effective_biases(spec, True, False))
+        readers = (L - 1 + first_normed) * _centring_readers(spec, _readers(spec, "attn"))
+        readers += L * _centring_readers(spec, _readers(spec, "mlp"))
+        b["norm_gain"] = 0 if tied else d
+        b["norm_bias"] = d * beta * (not tied or spec.lm_head_bias)
+        b["centring_readers"] = readers + (0 if tied else _centring_readers(spec, head))
+        b["centring_writers"] = L * writes_per_layer if ln else 0
+        if spec.embedding_norm and ln:
+            b["centring_writers"] += (0 if tied else V) + spec.max_positions * learned
+        b["mlp_hidden"] = L * hidden_units
+        shift = (d_c if spec.embedding_norm else d) if learned else 0
+        shear = 0 if spec.embedding_norm else d
+        b["embeddings"] = 0 if tied else shift + shear
+        b["residual_rotations"] = 0
+        scales = 2 * L + spec.embedding_norm
+    weak = scales if spec.norm_eps > 0 else 0
+    b["residual_scale"] = scales - weak
+    b = {k: v for k, v in b.items() if v}
+    return ModelCounts(spec.n_params, sum(b.values()), weak, b)

@@ -1,0 +1,121 @@
+"""The judge of whole-model counts: P - rank of the Jacobian of all logits, in float64.
+
+J has one row per (sequence, position, vocabulary entry) and one column per parameter. Sizing
+rule (:func:`model_sizing`): a position's logits move, to first order, by dx U + x dU: the
+upstream parameters reach them only through the final residual row x, which carries at most
+info = min(V, d) independent directions (d - 1 after a LayerNorm, fewer for the first tokens of
+a causal model); so we take N = ceil(oversample * P / info) positions, oversample = 3, in
+B = ceil(N / T) sequences of the full length T = max_positions (every position row is read).
+Tokens are drawn balanced (each vocabulary entry equally often, then shuffled), so every
+embedding row is seen at least N / V >= 3 d times for the sizes used here. The count is
+re-measured on the first half of the sequences and at another seed (new theta and tokens).
+
+Rank: singular values above RANK_RTOL * sigma_max (the attention judge's threshold, 1e-10).
+Weakly identified directions: with eps > 0 a norm's exact scale symmetry becomes a direction
+whose singular value is ~ eps / var relative (1e-9..1e-6 here): they are kept by the threshold.
+So the judge measures twice: at the spec's eps (exact unidentified) and at eps = 0 (exact plus
+weak); weak = the difference, and their singular values at the spec's eps are reported (they
+must move with eps: measured again at 10 eps they grow about tenfold).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.func import jacrev, vmap
+
+from ..jacobian import RANK_RTOL, numerical_rank
+from .forward import logits
+from .layout import ModelLayout
+from .spec import ModelSpec
+
+DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class ModelSizing:
+    info_per_position: int  # min(V, d)
+    positions: int  # N = ceil(oversample * P / info)
+    seq_len: int  # T = max_positions
+    batch: int  # B = max(2, ceil(N / T))
+
+
+def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
+    """Positions and sequences by information per position (rule in the module docstring)."""
+    P = ModelLayout(spec).size
+    info = min(spec.vocab_size, spec.d_model)
+    positions = math.ceil(oversample * P / info)
+    T = spec.max_positions
+    return ModelSizing(info, positions, T, max(2, math.ceil(positions / T)))
+
+
+def random_tokens(spec: ModelSpec, sizing: ModelSizing, generator: torch.Generator) -> torch.Tensor:
+    """(B, T) token ids, every vocabulary entry equally often (up to one), in random order."""
+    n = sizing.batch * sizing.seq_len
+    V = spec.vocab_size
+    balanced = torch.arange(V).repeat(math.ceil(n / V))[:n]
+    return balanced[torch.randperm(n, generator=generator)].view(sizing.batch, sizing.seq_len)
+
+
+def jacobian_rows(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28) -> torch.Tensor:
+    """J (B T V, P) of f(theta, tokens (T,)) -> (T, V), per sequence, vmapped in chunks."""
+    B, T = tokens.shape
+    out_per_seq = f(theta, tokens[0]).numel()
+    chunk = max(1, int(max_bytes // (out_per_seq * theta.numel() * theta.element_size())))
+    jac = vmap(jacrev(f), in_dims=(None, 0), chunk_size=chunk)(theta, tokens)  # (B, T, V, P)
+    return jac.reshape(-1, theta.numel())
+
+
+def rank_of(J: torch.Tensor, rtol: float = RANK_RTOL) -> tuple[dict, torch.Tensor]:
+    """numerical_rank of J and its singular values / sigma_max (descending)."""
+    sigma = torch.linalg.svdvals(J)
+    return numerical_rank(sigma, rtol), (sigma / sigma.max()).cpu()
+
+
+def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = True, rtol: float = RANK_RTOL) -> dict:
+    """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences."""
+    start = time.perf_counter()
+    J = jacobian_rows(f, theta, tokens)
+    rank, sigma = rank_of(J, rtol)
+    P = theta.numel()
+    out = {"measured": P - rank["rank"], **rank, "sigma": sigma, "positions": tokens.numel()}
+    if half:
+        rows = (tokens.shape[0] // 2) * (J.shape[0] // tokens.shape[0])
+        out["measured_half"] = P - rank_of(J[:rows], rtol)[0]["rank"]
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def measure(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, half: bool = True, rtol: float = RANK_RTOL) -> dict:
+    """Dense measurement of the model's own function at a random point (theta, tokens) drawn from `seed`."""
+    layout = ModelLayout(spec)
+    gen = torch.Generator().manual_seed(int(seed))
+    theta = layout.init(gen)
+    tokens = random_tokens(spec, model_sizing(spec, oversample), gen)
+    return measure_function(lambda th, tok: logits(th, tok, spec, layout), theta, tokens, half, rtol)
+
+
+def measure_weak(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, rtol: float = RANK_RTOL) -> dict:
+    """Exact (at the spec's eps) and exact-plus-weak (eps = 0) unidentified dims, the weak singular
+    values at eps and at 10 eps, and the half-data / other-seed re-measurements."""
+    at_eps = measure(spec, seed, oversample, True, rtol)
+    row = {"P": ModelLayout(spec).size, "measured": at_eps["measured"], "measured_half": at_eps["measured_half"]}
+    row.update({k: at_eps[k] for k in ("sigma_kept", "sigma_dropped", "gap", "positions", "seconds")})
+    row["weak"] = 0
+    if spec.norm_eps > 0:
+        free = measure(spec.eps_free, seed, oversample, False, rtol)
+        row["weak"] = free["measured"] - at_eps["measured"]
+        rank = at_eps["rank"]
+        if row["weak"] > 0:
+            weak_sigma = at_eps["sigma"][rank - row["weak"] : rank]
+            ten = measure(spec.replace(norm_eps=10 * spec.norm_eps), seed, oversample, False, rtol)["sigma"][rank - row["weak"] : rank]
+            row["weak_sigma_min"], row["weak_sigma_max"] = float(weak_sigma.min()), float(weak_sigma.max())
+            row["weak_move"] = float((ten / weak_sigma).median())
+            row["sigma_strong"] = float(at_eps["sigma"][rank - row["weak"] - 1])
+    other = measure(spec, seed + 1, oversample, False, rtol)
+    row["measured_other_seed"] = other["measured"]
+    row["seconds"] = at_eps["seconds"] + other["seconds"]
+    return row

@@ -1,0 +1,64 @@
+"""The flat parameter layout of a whole model: names -> slices of one 1-D vector theta.
+
+Blocks, in order (absent ones skipped), d = d_model, V = vocab, m = d_ff, T = max_positions:
+
+    embed (V, d)   pos (T, d)   embed_norm.{gain,bias} (d,)
+    per layer l:   layers.l.norm_1.{gain,bias}   layers.l.attn (P_attn,)  [attnid.layout order]
+                   layers.l.norm_2.{gain,bias}   layers.l.mlp.{gate (d, m), up (d, m), up_bias (m,),
+                   gate_bias (m,), down (m, d), down_bias (d,)}
+    final_norm.{gain,bias} (d,)   unembed (d, V)   unembed_bias (V,)
+
+The source of each block (embedding, norm gain, MLP, ...) is what the counting breakdown names.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import torch
+
+from ..layout import Layout
+from .spec import ModelSpec
+
+
+class ModelLayout:
+    """Names -> (offset, shape) in the flat parameter vector of a :class:`ModelSpec`."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.attention_layout = Layout(spec.attention)
+        shapes = spec.block_shapes()
+        self.blocks: dict[str, tuple[int, tuple[int, ...]]] = {}
+        offset = 0
+        for name, shape in shapes:
+            self.blocks[name] = (offset, shape)
+            offset += prod(shape)
+        self.size = offset  # P
+
+    def slice(self, name: str) -> slice:
+        offset, shape = self.blocks[name]
+        return slice(offset, offset + prod(shape))
+
+    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of theta (P,) as named blocks."""
+        if theta.shape[-1] != self.size:
+            raise ValueError(f"parameter vector has {theta.shape[-1]} entries, {self.spec.label} needs {self.size}")
+        return {name: theta[self.slice(name)].view(shape) for name, (_, shape) in self.blocks.items()}
+
+    def init(self, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
+        """A generic random point: matrices ~ N(0, 1/fan_in) (embeddings N(0, 1)), gains 1 + N(0, 0.3^2)
+        (Gemma's w ~ N(0, 0.3^2)), biases ~ N(0, 0.3^2); attention by its own layout's init."""
+        theta = torch.empty(self.size, dtype=dtype)
+        for name, (offset, shape) in self.blocks.items():
+            if name.endswith(".attn"):
+                theta[self.slice(name)] = self.attention_layout.init(generator, dtype=dtype)
+                continue
+            sample = torch.randn(prod(shape), generator=generator, dtype=dtype)
+            if name.endswith(".gain"):
+                sample = (0.0 if self.spec.gemma_gain else 1.0) + 0.3 * sample
+            elif name.endswith("bias"):
+                sample = 0.3 * sample
+            elif name not in ("embed", "pos"):
+                sample = sample / shape[0] ** 0.5
+            theta[self.slice(name)] = sample
+        return theta
