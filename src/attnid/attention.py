@@ -25,6 +25,7 @@ from torch import nn
 
 from .layout import Layout
 from .spec import AttentionSpec
+from .variants import adjust_scores, attention_weights, latent_qkv, normalize_qk
 
 
 def rope_angles(spec: AttentionSpec, T: int, dtype, device) -> torch.Tensor:
@@ -57,25 +58,30 @@ def attention(theta: torch.Tensor, x: torch.Tensor, spec: AttentionSpec, layout:
     T = x.shape[1]
     groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
 
-    q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])  # (B, H, T, k)
-    k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
-    v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
+    if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
+        q, k, v = latent_qkv(x, w, spec)
+    else:
+        q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])  # (B, H, T, k)
+        k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
+        v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
     if "b_Q" in w:
         q = q + w["b_Q"][:, None, :]
     if "b_K" in w:
         k = k + w["b_K"][:, None, :]
     if "b_V" in w:
         v = v + w["b_V"][:, None, :]
+    q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.variants), before RoPE
     if spec.rope_dims:
         angles = rope_angles(spec, T, x.dtype, x.device)
         q, k = apply_rope(q, angles), apply_rope(k, angles)
     k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
 
     scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T, T)
+    scores = adjust_scores(scores, spec)  # softcapping, ALiBi, sliding window
     if spec.causal:
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
-    heads = scores.softmax(dim=-1) @ v  # (B, H, T, v)
+    heads = attention_weights(scores, w, spec) @ v  # (B, H, T, v): softmax, with sinks if any
     y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)
     if "b_O" in w:
         y = y + w["b_O"]

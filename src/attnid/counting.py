@@ -22,6 +22,11 @@ Value-output side, per group: the products W_V^g W_O^h (h in g) form a d x (r d)
   c ranges over the span of the G row spaces of sum_{h in g} W_O^h, of dimension min(G v, d),
   so G v - min(G v, d) value-bias directions are unidentified. b_Q and b_O are always seen.
 
+Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention) change
+this breakdown as derived in `attnid.counting_variants`; `weakly_identified` counts the norm scale
+symmetries that eps > 0 breaks only weakly (their own class: identified, but with singular values
+~eps).
+
 The Jacobian check (`attnid.jacobian`) measures every one of these numbers at random points.
 """
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .counting_variants import latent_breakdown, variant_breakdown
 from .spec import AttentionSpec, parse_rope
 
 
@@ -51,6 +57,7 @@ class Counts:
     total: int
     unidentified: int
     breakdown: dict  # source -> unidentified dims from that source
+    weakly_identified: int = 0  # exact symmetries a norm's eps > 0 breaks (singular values ~eps; not in unidentified)
 
     @property
     def identified(self) -> int:
@@ -68,6 +75,7 @@ class Counts:
             "unidentified": self.unidentified,
             "identified": self.identified,
             "ratio": self.ratio,
+            "weakly_identified": self.weakly_identified,
         }
         return {**head, **self.breakdown} if flat else {**head, "breakdown": dict(self.breakdown)}
 
@@ -99,7 +107,14 @@ def count(spec: AttentionSpec) -> Counts:
         "key_bias": key_bias,
         "value_bias": value_bias,
     }
-    return Counts(total=total_params(spec), unidentified=sum(breakdown.values()), breakdown=breakdown)
+    weak = 0
+    if spec.kv_lora_rank:  # modern variants: attnid.counting_variants
+        breakdown, weak = latent_breakdown(spec)
+    elif spec.variants():
+        breakdown, weak = variant_breakdown(spec, breakdown)
+    return Counts(
+        total=total_params(spec), unidentified=sum(breakdown.values()), breakdown=breakdown, weakly_identified=weak
+    )
 
 
 def unidentified_dim(spec: AttentionSpec) -> int:

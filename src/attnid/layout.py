@@ -102,7 +102,14 @@ class Layout:
             "W_O": self.spec.d_head_v,
         }
         for b in self.blocks.values():
-            std = fan_in[b.name] ** -0.5 if b.name in fan_in else bias_scale
+            if b.name in fan_in:
+                std = fan_in[b.name] ** -0.5
+            elif b.name.startswith("W_"):  # latent attention blocks (..., in, out): fan-in is the in size
+                std = b.shape[-2] ** -0.5
+            else:  # biases, norm shifts, sink logits; norm gains are drawn around one
+                std = bias_scale
             sample = torch.randn(b.size, generator=generator, dtype=dtype, device="cpu") * std
+            if b.name.startswith("gain_"):
+                sample = sample + 1.0
             theta[b.slice] = sample.to(device)
         return theta

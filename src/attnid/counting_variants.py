@@ -1,0 +1,80 @@
+"""What the modern attention variants do to the count (torch-free; used by `attnid.counting.count`).
+
+`attnid.counting` counts plain attention; each variant field of the spec changes that breakdown as
+follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivations in one line):
+
+  * softcapping or sinks: softmax no longer ignores a constant along keys, so the unrotated key
+    bias is seen except on the kernel of the stacked [W_Q^h; b_Q^h]_u: G max(0, u - r m_q).
+  * sinks: the rows of A_h sum to s_h(i) < 1, a different function of the query for every head,
+    so b_V^g is seen except on the left kernel of the stacked W_O^h (h in g): G max(0, v - r d).
+    Sink logits themselves are seen.
+  * sliding windows and ALiBi change nothing: R_n = R_1^n, so commuting with the offsets 0 and 1
+    that every window >= 2 shows already forces the RoPE commutant; ALiBi adds a fixed bias, and
+    a constant along keys stays invisible. Softcapping keeps every symmetry that leaves the
+    scores unchanged (GL(u), C^* per plane), so without a key bias it is count-neutral too.
+  * q/k RMSNorm per head, one gain shared by all heads (Qwen3, Gemma-3; k <= d): n(z) = z/rms(z)
+    is only O(k)-equivariant and generic diagonal gains admit no rotation, so of GL(u) x (C^*)^(p/2)
+    per group only one scaling per unrotated dim and per plane between the q and k gains is left:
+    u + p/2 in all. b_Q, b_K sit inside the norm: seen. Scaling W_Q^h (one per head) or W_K^g
+    (one per group) is exact for eps = 0 and weakly identified for eps > 0: H + G.
+  * q/k RMSNorm across all heads (OLMo-2): gains per (group, dim) pair up: G (u + p/2); scales: 2.
+  * q/k LayerNorm per head (Phi `qk_layernorm`): as per-head RMSNorm, plus the centring (a change
+    along the ones vector of each row of [W_Q^h; b_Q^h] and [W_K^g; b_K^g]): H m_q + G (d + [b_K]),
+    plus the key shift on unrotated dims, constant along keys: u (0 with sinks or softcapping).
+  * multi-head latent attention (DeepSeek-V2/V3; ranks r_q, r_kv, RMSNorm on each latent): each
+    latent admits W_D -> W_D O (O orthogonal), any gains, up-projections compensating:
+    r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
+    all heads: C^* per plane, p; value-output per head: H v^2; scaling each down-projection:
+    weakly identified (exact for eps = 0): 1 + [r_q > 0].
+
+Each number is measured by the Jacobian of this project's layer and of the real `transformers`
+module (`attnid.hf.verify`).
+"""
+
+from __future__ import annotations
+
+from .spec import AttentionSpec
+
+
+def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
+    """(breakdown, weakly identified) of a non-latent spec from the plain-attention breakdown."""
+    d, H, G, r = spec.d_model, spec.n_heads, spec.n_kv_heads, spec.group_size
+    k, v, p = spec.d_head_qk, spec.d_head_v, spec.rope_dims
+    u, m_q = k - p, d + spec.has_bias("q")
+    out = dict(breakdown)
+    shift_free = not (spec.sinks or spec.softcap)  # softmax ignores a constant along keys
+    if spec.has_bias("k") and not shift_free:
+        out["key_bias"] = G * max(0, u - r * m_q)
+    if spec.has_bias("v") and spec.sinks:
+        out["value_bias"] = G * max(0, v - r * d)
+    scale = 0
+    if spec.qk_norm != "none":
+        per_head = spec.qk_norm in ("rms_head", "layernorm_head")
+        out["query_key"] = u + p // 2 if per_head else G * (u + p // 2)
+        out["key_bias"] = 0
+        scale = H + G if per_head else 2
+        if spec.qk_norm == "layernorm_head":
+            out["norm_centring"] = H * m_q + G * (d + spec.has_bias("k"))
+            out["norm_shift"] = u if shift_free else 0
+    return _scales(spec, out, scale)
+
+
+def latent_breakdown(spec: AttentionSpec) -> tuple[dict, int]:
+    """(breakdown, weakly identified) of multi-head latent attention."""
+    H, v, p = spec.n_heads, spec.d_head_v, spec.rope_dims
+    u, r_q, r_kv = spec.d_head_qk - p, spec.q_lora_rank, spec.kv_lora_rank
+    out = {
+        "query_key": H * u * u + p,
+        "value_output": H * v * v,
+        "key_bias": 0,
+        "value_bias": 0,
+        "latent": r_kv * (r_kv + 1) // 2 + r_q * (r_q + 1) // 2,
+    }
+    return _scales(spec, out, 1 + (r_q > 0))
+
+
+def _scales(spec: AttentionSpec, breakdown: dict, scale: int) -> tuple[dict, int]:
+    """Norm scale symmetries: unidentified when eps = 0 ('norm_scale'), else weakly identified."""
+    if scale and spec.norm_eps == 0:
+        return {**breakdown, "norm_scale": scale}, 0
+    return breakdown, scale

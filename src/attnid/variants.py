@@ -1,0 +1,96 @@
+"""The modern attention variants as tensor code, called by :func:`attnid.attention.attention`.
+
+Each function implements one spec field (counts in `attnid.counting_variants`), in the order the
+layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d_head_v:
+
+    latent_qkv        multi-head latent attention (DeepSeek-V2/V3), instead of W_Q, W_K, W_V:
+                      c_Q = rms(X W_DQ) * gain_DQ, Q_h = c_Q W_UQ^h (or X W_Q^h without q_lora_rank);
+                      c_KV = rms(X W_DKV) * gain_DKV, K_h = [X W_KR, c_KV W_UK^h], V_h = c_KV W_UV^h.
+                      The RoPE dims come first in Q_h and K_h, so the layer's RoPE rotates them;
+                      X W_KR is one key shared by all heads.
+    normalize_qk      q/k norms before RoPE: rms(z) = z / sqrt(mean(z^2) + eps);
+                      rms_head: rms over each head's k dims, one gain (k,) shared by all heads;
+                      rms_all: rms over all H k (G k) dims, gains (H, k) and (G, k);
+                      layernorm_head: (z - mean) / sqrt(var + eps) * gain + shift per head.
+    adjust_scores     scores -> softcap * tanh(scores / softcap); + ALiBi -m_h (i - j) with
+                      slopes m_h = 2^(-8 (h + 1) / H); keys outside the sliding window masked.
+    attention_weights softmax over keys, with a sink: one logit per head that joins every row
+                      and is dropped afterwards, so the rows sum to less than one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _rms(z: torch.Tensor, eps: float) -> torch.Tensor:
+    return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def latent_qkv(x: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q (B, H, T, k), K (B, H, T, k), V (B, H, T, v) of multi-head latent attention (RoPE dims first)."""
+    eps, p = spec.norm_eps, spec.rope_dims
+    if "W_DQ" in w:
+        c_q = _rms(x @ w["W_DQ"], eps) * w["gain_DQ"]  # (B, T, r_q)
+        q = torch.einsum("btr,hrk->bhtk", c_q, w["W_UQ"])  # (B, H, T, k)
+    else:
+        q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])
+    c_kv = _rms(x @ w["W_DKV"], eps) * w["gain_DKV"]  # (B, T, r_kv)
+    k_nope = torch.einsum("btr,hru->bhtu", c_kv, w["W_UK"])  # (B, H, T, k - p)
+    k_rope = (x @ w["W_KR"])[:, None].expand(-1, spec.n_heads, -1, -1)  # (B, H, T, p): shared by the heads
+    v = torch.einsum("btr,hrv->bhtv", c_kv, w["W_UV"])  # (B, H, T, v)
+    q = torch.cat((q[..., k_nope.shape[-1] :], q[..., : k_nope.shape[-1]]), dim=-1) if p else q
+    return q, torch.cat((k_rope, k_nope), dim=-1), v
+
+
+def normalize_qk(q: torch.Tensor, k: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (B, H, T, k) and k (B, G, T, k) after the spec's q/k norm (identity for qk_norm 'none')."""
+    eps = spec.norm_eps
+    if spec.qk_norm == "rms_head":
+        return _rms(q, eps) * w["gain_Q"], _rms(k, eps) * w["gain_K"]
+    if spec.qk_norm == "rms_all":
+
+        def across_heads(z, gain):  # z (B, n, T, k), gain (n, k): one rms over all n k dims of a token
+            scale = torch.rsqrt(z.pow(2).mean(dim=(1, 3), keepdim=True) + eps)
+            return z * scale * gain[:, None, :]
+
+        return across_heads(q, w["gain_Q"]), across_heads(k, w["gain_K"])
+    if spec.qk_norm == "layernorm_head":
+
+        def layer_norm(z, gain, shift):
+            z = z - z.mean(-1, keepdim=True)
+            return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps) * gain + shift
+
+        return layer_norm(q, w["gain_Q"], w["shift_Q"]), layer_norm(k, w["gain_K"], w["shift_K"])
+    return q, k
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """m_h = 2^(-8 (h + 1) / H), h = 0..H-1 (Press et al. 2022, ALiBi): (H,) float64."""
+    return 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+
+
+def adjust_scores(scores: torch.Tensor, spec) -> torch.Tensor:
+    """Softcapping, ALiBi and the sliding window on scores (B, H, T, T) (query i, key j)."""
+    T = scores.shape[-1]
+    if spec.softcap:
+        scores = spec.softcap * torch.tanh(scores / spec.softcap)
+    if spec.alibi:
+        pos = torch.arange(T, device=scores.device, dtype=scores.dtype)
+        distance = pos[:, None] - pos[None, :]  # (T, T): i - j
+        slopes = alibi_slopes(spec.n_heads).to(device=scores.device, dtype=scores.dtype)
+        scores = scores - slopes[:, None, None] * distance
+    if spec.sliding_window:
+        i = torch.arange(T, device=scores.device)
+        too_old = (i[:, None] - i[None, :]) >= spec.sliding_window  # (T, T)
+        scores = scores.masked_fill(too_old, float("-inf"))
+    return scores
+
+
+def attention_weights(scores: torch.Tensor, w: dict, spec) -> torch.Tensor:
+    """softmax over keys of scores (B, H, T, T); with sinks a per-head logit joins each row and is dropped."""
+    if not spec.sinks:
+        return scores.softmax(dim=-1)
+    B, H, T, _ = scores.shape
+    sink = w["sink"].to(scores.dtype)[None, :, None, None].expand(B, H, T, 1)
+    return torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :T]
