@@ -1,4 +1,7 @@
-"""Exact counts: hand-checked cases, invariants over random specs, closed forms, architectures."""
+"""Exact counts: hand-checked cases, invariants over random specs, hypotheses, closed forms, architectures."""
+
+import itertools
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -6,25 +9,29 @@ from hypothesis import strategies as st
 from strategies import attention_specs
 
 from attnid.architectures import ARCHITECTURES, architecture_table
-from attnid.counting import count, ratio_grid, rope_dims_for
-from attnid.spec import AttentionSpec
+from attnid.counting import check_hypotheses, count, frequency_problem, hypotheses, min_seq_len, ratio_grid
+from attnid.spec import AttentionSpec, SpecError
 from attnid.symbolic import check_against_counts
 
 
 @pytest.mark.parametrize(
     "kwargs, total, unidentified",
     [
-        (dict(d_model=4, n_heads=1), 64, 32),  # one head: GL(4) twice, ratio 1/2
-        (dict(d_model=8, n_heads=2), 256, 64),  # 2 heads of 4: 2 (16 + 16)
-        (dict(d_model=8, n_heads=4, n_kv_heads=2), 192, 16),  # GQA: one GL(2) pair per group
-        (dict(d_model=8, n_heads=2, rope_dims=4), 256, 40),  # full RoPE: 2 planes x 2 per head + 16
-        (dict(d_model=8, n_heads=2, biases="k"), 264, 72),  # key bias: all 8 entries unidentified
-        (dict(d_model=8, n_heads=2, biases="k", rope_dims=4), 264, 40),  # with full RoPE the key bias is seen
-        (dict(d_model=8, n_heads=2, biases="vo"), 272, 72),  # value bias next to an output bias: all 8
-        (dict(d_model=8, n_heads=2, biases="v"), 264, 64),  # value bias alone: G v = 8 <= d, all seen
-        (dict(d_model=4, n_heads=2, d_head_qk=2, d_head_v=6, biases="v"), 140, 80),  # G v = 12 > d = 4: 8 unseen
-        (dict(d_model=3, n_heads=2, d_head_qk=5, d_head_v=4), 108, 72),  # heads wider than d_model
-        (dict(d_model=4096, n_heads=32, rope_dims=128), 4 * 4096**2, 32 * (128 + 128**2)),  # LLaMA-2-7B layer
+        ({"d_model": 4, "n_heads": 1}, 64, 32),  # one head: GL(4) twice, ratio 1/2
+        ({"d_model": 8, "n_heads": 2}, 256, 64),  # 2 heads of 4: 2 (16 + 16)
+        ({"d_model": 8, "n_heads": 4, "n_kv_heads": 2}, 192, 16),  # GQA: one GL(2) pair per group
+        ({"d_model": 8, "n_heads": 2, "rope_dims": 4}, 256, 40),  # full RoPE: 2 planes x 2 per head + 16
+        ({"d_model": 8, "n_heads": 2, "biases": "k"}, 264, 72),  # key bias: all 8 entries unidentified
+        ({"d_model": 8, "n_heads": 2, "biases": "k", "rope_dims": 4}, 264, 40),  # with full RoPE the key bias is seen
+        ({"d_model": 8, "n_heads": 2, "biases": "vo"}, 272, 72),  # value bias next to an output bias: all 8
+        ({"d_model": 8, "n_heads": 2, "biases": "v"}, 264, 64),  # value bias alone: G v = 8 <= d, all seen
+        (
+            {"d_model": 4, "n_heads": 2, "d_head_qk": 2, "d_head_v": 6, "biases": "v"},
+            140,
+            80,
+        ),  # G v = 12 > d = 4: 8 unseen
+        ({"d_model": 3, "n_heads": 2, "d_head_qk": 5, "d_head_v": 4}, 108, 72),  # heads wider than d_model
+        ({"d_model": 4096, "n_heads": 32, "rope_dims": 128}, 4 * 4096**2, 32 * (128 + 128**2)),  # LLaMA-2-7B layer
     ],
 )
 def test_hand_checked(kwargs, total, unidentified):
@@ -49,8 +56,9 @@ def test_invariants(spec):
     assert sum(c.breakdown.values()) == c.unidentified
     assert all(v >= 0 for v in c.breakdown.values())
     # the mask and the RoPE base do not change what is identified
-    twin = AttentionSpec(spec.d_model, spec.n_heads, spec.n_kv_heads, spec.d_head_qk, spec.d_head_v, spec.rope_dims, spec.biases, not spec.causal, 500.0)
-    assert count(twin).to_dict() == c.to_dict()
+    config = {**spec.to_config(), "causal": not spec.causal, "rope_base": 500.0}
+    assert count(AttentionSpec.from_config(config)).to_dict(flat=True) == c.to_dict(flat=True)
+    assert c.conditions == hypotheses(spec) and any("T_min" in line for line in c.conditions)
 
 
 @settings(max_examples=200, deadline=None)
@@ -66,8 +74,99 @@ def test_gqa_with_one_head_per_group_is_mha(d, H, biases):
 def test_more_heads_never_raise_the_ratio(log2_d, rope, biases):
     d = 2 ** (log2_d + 1)
     heads = [h for h in range(1, d + 1) if d % h == 0]
-    ratios = [count(AttentionSpec(d, h, rope_dims=rope_dims_for(rope, d // h), biases=biases)).ratio for h in heads]
-    assert all(b <= a for a, b in zip(ratios, ratios[1:])), ratios
+    ratios = [count(AttentionSpec(d, h, rope_dims=rope, biases=biases)).ratio for h in heads]
+    assert all(b <= a for a, b in itertools.pairwise(ratios)), ratios
+
+
+@pytest.mark.parametrize(
+    "kwargs, t_min",
+    [
+        ({"d_model": 8, "n_heads": 2}, 2),  # no RoPE: one query that sees two keys
+        ({"d_model": 8, "n_heads": 2, "causal": True}, 2),
+        ({"d_model": 8, "n_heads": 2, "rope_dims": 4}, 2),  # narrow heads (d_k <= d), no mask: offsets -1 and +1
+        ({"d_model": 8, "n_heads": 2, "rope_dims": 4, "causal": True}, 3),  # causal: offsets -1 and -2
+        ({"d_model": 4, "n_heads": 1, "d_head_qk": 8, "rope_dims": 8, "causal": True}, 9),  # wide: p + 1
+        ({"d_model": 4, "n_heads": 1, "d_head_qk": 10, "rope_dims": 8}, 10),  # wide with unrotated dims: p + 2
+        (
+            {"d_model": 4, "n_heads": 1, "d_head_qk": 8, "rope_dims": 8, "biases": "k"},
+            10,
+        ),  # wide with a key bias: p + 2
+    ],
+)
+def test_seq_len_boundary(kwargs, t_min):
+    """T_min - 1 is refused naming seq_len, T_min and the default (long enough) are accepted."""
+    assert min_seq_len(AttentionSpec(**kwargs)) == t_min
+    with pytest.raises(SpecError) as err:
+        count(AttentionSpec(**kwargs, seq_len=t_min - 1))
+    assert err.value.field == "seq_len" and f"T_min = {t_min}" in str(err.value)
+    at_bound = count(AttentionSpec(**kwargs, seq_len=t_min))
+    assert at_bound == count(AttentionSpec(**kwargs))  # the same count: T only has to be long enough
+    assert count(AttentionSpec(**kwargs, seq_len=t_min - 1), check=False) == at_bound
+
+
+def test_frequency_condition():
+    """omega_i not in pi Z and omega_i != +-omega_j mod 2 pi; step 2 (offsets -1, +1) doubles the angles."""
+    assert frequency_problem([1.0, 0.1, 0.01]) is None
+    for bad in (
+        [1.0, 1.0],
+        [1.0, 1.0 + 2 * math.pi],
+        [1.0, 2 * math.pi - 1.0],
+        [math.pi],
+        [0.0, 1.0],
+        [1.0, 3 * math.pi],
+    ):
+        assert frequency_problem(bad) is not None, bad
+    assert frequency_problem([math.pi / 2]) is None and frequency_problem([math.pi / 2], step=2) is not None
+
+
+def test_repeated_frequency_refused():
+    """A base so close to 1 that two planes share a frequency is refused, naming rope_base; one plane is fine."""
+    base = 1 + 1e-13
+    with pytest.raises(SpecError) as err:
+        count(AttentionSpec(8, 2, rope_dims=4, rope_base=base))
+    assert err.value.field == "rope_base" and "same frequency" in str(err.value)
+    check_hypotheses(AttentionSpec(8, 2, rope_dims=2, rope_base=base))
+    assert (
+        count(AttentionSpec(8, 2, rope_dims=4, rope_base=base), check=False).unidentified
+        == count(AttentionSpec(8, 2, rope_dims=4)).unidentified
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"d_model": 4, "n_heads": 1, "rope_dims": 4, "causal": True},  # narrow, two planes: tight at 3
+        {"d_model": 4, "n_heads": 1, "rope_dims": 4},  # narrow, no mask: 2
+        {
+            "d_model": 4,
+            "n_heads": 1,
+            "d_head_qk": 8,
+            "d_head_v": 2,
+            "rope_dims": 8,
+            "causal": True,
+            "rope_base": 10.0,
+        },  # wide
+    ],
+)
+def test_t_min_against_the_jacobian(kwargs):
+    """At T_min the Jacobian measures the count; below it (where the rule is tight) it measures more."""
+    pytest.importorskip("torch")
+    from attnid.jacobian import verify
+
+    spec = AttentionSpec(**kwargs)
+    options = {
+        "positions": "contiguous",
+        "other_seeds": (),
+        "half_batch": False,
+        "directions": False,
+        "check_validity": False,
+    }
+    t_min = min_seq_len(spec)
+    at = verify(AttentionSpec.from_config({**spec.to_config(), "seq_len": t_min}), **options)
+    assert at["measured"] == at["predicted"] == count(spec).unidentified
+    if t_min == 3 and spec.causal:  # the narrow causal bound is tight from two planes on (22 vs 20 for d4 k4 full)
+        below = verify(AttentionSpec.from_config({**spec.to_config(), "seq_len": 2}), **options)
+        assert below["measured"] > below["predicted"]
 
 
 def test_mha_ratio_is_one_over_two_h():

@@ -20,22 +20,55 @@ Value-output side, per group: the products W_V^g W_O^h (h in g) form a d x (r d)
   Softmax rows sum to one, so the value bias only enters the constant c = sum_h b_V^g W_O^h
   + b_O. With b_O, c is free and all G v value-bias entries are unidentified; without b_O,
   c ranges over the span of the G row spaces of sum_{h in g} W_O^h, of dimension min(G v, d),
-  so G v - min(G v, d) value-bias directions are unidentified. b_Q and b_O are always seen.
+  so G v - min(G v, d) value-bias directions are unidentified.
+Biases, jointly and marginally: b_Q enters only through b_Q^h (W_K^g)_u^T, so it is seen when
+  u <= d; when u > d that map has a kernel of dimension u - d and r (u - d) entries of b_Q per
+  group are unidentified (the product formula above counts them through m_q = d + 1 rows). The
+  b_V / b_O redundancy is one shared constant c: the count is joint, and the breakdown books it
+  on b_V ('value_bias') by convention, so b_O reads as seen.
 
-Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention) change
-this breakdown as derived in `attnid.counting_variants`; `weakly_identified` counts the norm scale
-symmetries that eps > 0 breaks only weakly (their own class: identified, but with singular values
-~eps).
+Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks one):
+  generic parameters and generic (not LayerNorm-ed) inputs; RoPE frequencies omega_i with
+  omega_i not in pi Z and omega_i != +-omega_j mod 2 pi (integer positions: a repeated frequency
+  adds gl(k, C) per group of k planes); and enough positions, T >= T_min (`min_seq_len`):
+
+    no RoPE (p = 0):                 T_min = 2
+    RoPE, d_k <= d ("narrow" heads): T_min = 2 without a mask, 3 causal
+    RoPE, d_k > d ("wide" heads):    T_min = p + 1 + [u > 0 or b_K]
+
+  Why. A query at position i and a key j != i see the bilinear form B_{j-i} = [W_Q; b_Q] R(j-i)
+  [W_K; b_K]^T fully; the key j = i only shows its symmetric part, and T = 1 shows no score at
+  all. Narrow heads: W_K^g and the stacked queries have full column rank d_k, so B at two
+  offsets delta_1, delta_2 fixes (W_Q, W_K) up to the commutant of R(delta_2 - delta_1), which is
+  GL(u) x (C^*)^(p/2), the same fibre as for every offset, when the frequencies satisfy the
+  condition above (step 1: offsets -1, -2, T = 3 causal; step 2: offsets -1, +1, T = 2 without a
+  mask, for which 2 omega_i must satisfy it too). Wide heads: T - 1 consecutive offsets separate
+  the 2 (p/2) + [constant] exponentials 1, e^{+-i omega_l delta} (a Vandermonde system with
+  distinct nodes), so each plane's complex rank-one matrix and the unrotated product are seen
+  alone; T_min there is sufficient, not tight. Positions are 0..T-1 (other position sets need
+  the condition at their offset steps). Measured by the dense Jacobian rank (float64, rtol 1e-10,
+  tokens sized by information per token, bases 10 and 10^4; 204 + 28 specs): narrow heads d4 k2/k4,
+  d8 k4/k8, d12 k12, d16 k16 (1..8 planes, MHA/GQA, biases none/qkvo) agree with the count at T = 2
+  without a mask and at T = 3 causal; causally at T = 2 they miss it from two planes on (d4 k4 p4:
+  10 vs 8, d8 k8 p8: 92 vs 72, d12 k12 p12: 210 vs 156, d16 k16 p16: 376 vs 272), while one plane
+  already agrees. Wide heads d4 k6..k10 (2..4 planes) agree from T = 2..3 without a mask and from
+  T = 3..5 causal, never later than T_min (d4 h1 k10 v2 p8 causal: 42, 26, 16 at T = 3, 4, 5;
+  T_min = 10).
 
 The Jacobian check (`attnid.jacobian`) measures every one of these numbers at random points.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from .counting_variants import latent_breakdown, variant_breakdown
-from .spec import AttentionSpec, parse_rope
+from .spec import AttentionSpec, SpecError, parse_rope
+
+# Two RoPE angles (radians, mod 2 pi) closer than this count as equal: over any sequence a float64
+# rank could use, planes that close never separate.
+FREQUENCY_TOL = 1e-9
 
 
 def _fibre_of_product(rows: int, cols: int, inner: int) -> int:
@@ -57,6 +90,7 @@ class Counts:
     total: int
     unidentified: int
     breakdown: dict  # source -> unidentified dims from that source
+    conditions: tuple = field(default=(), compare=False)  # the hypotheses the count relies on, in words
     weakly_identified: int = 0  # exact symmetries a norm's eps > 0 breaks (singular values ~eps; not in unidentified)
 
     @property
@@ -77,7 +111,11 @@ class Counts:
             "ratio": self.ratio,
             "weakly_identified": self.weakly_identified,
         }
-        return {**head, **self.breakdown} if flat else {**head, "breakdown": dict(self.breakdown)}
+        if flat:  # table rows: weakly_identified only where a variant has it, so plain tables keep their columns
+            if not self.weakly_identified:
+                del head["weakly_identified"]
+            return {**head, **self.breakdown}
+        return {**head, "breakdown": dict(self.breakdown), "conditions": list(self.conditions)}
 
 
 def total_params(spec: AttentionSpec) -> int:
@@ -85,8 +123,78 @@ def total_params(spec: AttentionSpec) -> int:
     return spec.n_params
 
 
-def count(spec: AttentionSpec) -> Counts:
-    """Exact total / unidentified counts with a breakdown by source (see the module docstring)."""
+def frequency_problem(frequencies, step: int = 1) -> str | None:
+    """Why RoPE planes at these frequencies, seen at offsets `step` apart, are not separable (None if they are).
+
+    Condition on theta_i = step * omega_i mod 2 pi: theta_i not in {0, pi} and theta_i != +-theta_j.
+    """
+    two_pi = 2 * math.pi
+
+    def near(a: float, b: float) -> bool:
+        gap = (a - b) % two_pi
+        return min(gap, two_pi - gap) < FREQUENCY_TOL
+
+    angles = [(step * w) % two_pi for w in frequencies]
+    for i, a in enumerate(angles):
+        if near(a, 0.0) or near(a, math.pi):
+            return f"plane {i} turns by {step} x {frequencies[i]:.6g} rad, a multiple of pi per step: it cannot be told from its mirror"
+        for j in range(i):
+            if near(a, angles[j]) or near(a, -angles[j]):
+                return f"planes {j} and {i} have the same frequency up to sign mod 2 pi ({frequencies[j]:.6g}, {frequencies[i]:.6g} rad)"
+    return None
+
+
+def min_seq_len(spec: AttentionSpec) -> int:
+    """T_min: the shortest sequence at which the count holds (rule and measurements in the module docstring)."""
+    p, k = spec.rope_dims, spec.d_head_qk
+    if p == 0:
+        return 2
+    if k <= spec.d_model:
+        if spec.causal or frequency_problem(spec.rope_frequencies(), step=2):
+            return 3
+        return 2
+    constant = k > p or spec.has_bias("k")
+    return p + 1 + constant
+
+
+def hypotheses(spec: AttentionSpec) -> tuple[str, ...]:
+    """The conditions under which `count(spec)` is the generic fibre dimension, in words."""
+    conditions = ["generic parameters and generic inputs (not LayerNorm-ed rows, which lie on a hyperplane)"]
+    if spec.rope_dims:
+        conditions.append("RoPE frequencies omega_i = base^(-2i/p): omega_i not in pi Z, omega_i != +-omega_j mod 2 pi")
+    bound = min_seq_len(spec)
+    mask = "causal" if spec.causal else "no mask"
+    given = "long enough (not given)" if spec.seq_len is None else f"T = {spec.seq_len}"
+    conditions.append(
+        f"sequence length T >= T_min = {bound} ({mask}, p = {spec.rope_dims}, d_k = {spec.d_head_qk}): {given}"
+    )
+    return tuple(conditions)
+
+
+def check_hypotheses(spec: AttentionSpec) -> None:
+    """Raise SpecError (naming the field to change) if the spec breaks a hypothesis of the count."""
+    if spec.rope_dims:
+        problem = frequency_problem(spec.rope_frequencies())
+        if problem:
+            raise SpecError("rope_base", f"{spec.rope_base!r} gives RoPE frequencies the count cannot use: {problem}")
+    if spec.seq_len is not None and spec.seq_len < min_seq_len(spec):
+        raise SpecError(
+            "seq_len",
+            f"{spec.seq_len} is below T_min = {min_seq_len(spec)} for this spec "
+            f"({'causal' if spec.causal else 'no mask'}, {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}); "
+            "the function then identifies more directions than the count assumes",
+        )
+
+
+def count(spec: AttentionSpec, check: bool = True) -> Counts:
+    """Exact total / unidentified counts with a breakdown by source (see the module docstring).
+
+    With check=True (default) a spec that breaks a hypothesis of the count is refused with a
+    SpecError naming the field; check=False returns the generic count regardless (for measuring
+    how a broken hypothesis changes the measurement).
+    """
+    if check:
+        check_hypotheses(spec)
     d, G, r = spec.d_model, spec.n_kv_heads, spec.group_size
     k, v, p = spec.d_head_qk, spec.d_head_v, spec.rope_dims
     u = k - p
@@ -113,17 +221,12 @@ def count(spec: AttentionSpec) -> Counts:
     elif spec.variants():
         breakdown, weak = variant_breakdown(spec, breakdown)
     return Counts(
-        total=total_params(spec), unidentified=sum(breakdown.values()), breakdown=breakdown, weakly_identified=weak
+        total=total_params(spec),
+        unidentified=sum(breakdown.values()),
+        breakdown=breakdown,
+        conditions=hypotheses(spec),
+        weakly_identified=weak,
     )
-
-
-def unidentified_dim(spec: AttentionSpec) -> int:
-    return count(spec).unidentified
-
-
-def rope_dims_for(variant: str, d_head_qk: int) -> int:
-    """Deprecated alias of :func:`attnid.spec.parse_rope`, kept until its last callers move."""
-    return parse_rope(variant, d_head_qk)
 
 
 def ratio_grid(d_model: int, heads, kv_groups, rope=("none",), biases=("none",)):

@@ -249,7 +249,9 @@ class AttentionSpec:
                     raise SpecError(name, why)
             u, r_kv = self.d_head_qk - self.rope_dims, self.kv_lora_rank
             if max(u, self.d_head_v) > min(r_kv, self.q_lora_rank or self.d_model, self.d_model):
-                raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
+                raise SpecError(
+                    "kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks"
+                )
             if self.n_heads * (u + self.d_head_v) < r_kv or (self.q_lora_rank > self.n_heads * self.d_head_qk):
                 raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
 
@@ -401,10 +403,13 @@ class AttentionSpec:
         config["biases"] = self.biases or "none"
         return config
 
-    def to_row(self) -> dict:
-        """A flat table row: ROW_COLUMNS (biases 'none' when empty), then rope_base and seq_len when not default."""
-        row = {"label": self.label, **{c: getattr(self, c) for c in ROW_COLUMNS[1:]}}
+    def to_row(self, label: bool = True) -> dict:
+        """A flat table row: ROW_COLUMNS (biases 'none' when empty; without `label` if label=False),
+        then rope_base and seq_len when they are not the default."""
+        row = {c: getattr(self, c) for c in ROW_COLUMNS[1:]}
         row["biases"] = self.biases or "none"
+        if label:
+            row = {"label": self.label, **row}
         if self.rope_base != DEFAULT_ROPE_BASE:
             row["rope_base"] = self.rope_base
         if self.seq_len is not None:
@@ -433,8 +438,13 @@ class AttentionSpec:
                 value = value.item()
             if isinstance(value, float) and value.is_integer() and name != "rope_base":
                 value = int(value)
-            if isinstance(value, str) and name in _INT_FIELDS and value.strip().lstrip("-").isdigit():
-                value = int(value)
+            if isinstance(value, str) and name in _INT_FIELDS:
+                try:  # '3' or '3.0' (an int column with gaps, read as text)
+                    number = float(value)
+                except ValueError:
+                    number = None
+                if number is not None and number.is_integer():
+                    value = int(number)
             if isinstance(value, str) and name == "rope_base":
                 try:
                     value = float(value)

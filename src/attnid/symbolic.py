@@ -29,18 +29,18 @@ class ClosedForm:
     total: sp.Expr
     unidentified: sp.Expr
     example: dict  # symbol values at which `spec(example)` builds the matching AttentionSpec
-    spec_kwargs: object  # callable: {symbol: value} -> AttentionSpec kwargs
+    spec_config: object  # callable: {symbol: value} -> AttentionSpec config (field -> value)
 
     @property
     def ratio(self) -> sp.Expr:
         return sp.factor(sp.simplify(self.unidentified / self.total))
 
     def spec(self, values: dict) -> AttentionSpec:
-        return AttentionSpec(**self.spec_kwargs(values))
+        return AttentionSpec.from_config(self.spec_config(values))
 
 
 def _heads(values):
-    return dict(d_model=int(values[d]), n_heads=int(values[H]))
+    return {"d_model": int(values[d]), "n_heads": int(values[H])}
 
 
 CLOSED_FORMS = [
@@ -50,7 +50,7 @@ CLOSED_FORMS = [
         total=4 * d**2,
         unidentified=2 * d**2,
         example={d: 16},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=1),
+        spec_config=lambda v: {"d_model": int(v[d]), "n_heads": 1},
     ),
     ClosedForm(
         "MHA",
@@ -58,7 +58,7 @@ CLOSED_FORMS = [
         total=4 * d**2,
         unidentified=H * 2 * (d / H) ** 2,
         example={d: 16, H: 4},
-        spec_kwargs=_heads,
+        spec_config=_heads,
     ),
     ClosedForm(
         "GQA",
@@ -66,7 +66,7 @@ CLOSED_FORMS = [
         total=2 * H * d * (d / H) + 2 * G * d * (d / H),
         unidentified=2 * G * (d / H) ** 2,
         example={d: 16, H: 4, G: 2},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=int(v[H]), n_kv_heads=int(v[G])),
+        spec_config=lambda v: {"d_model": int(v[d]), "n_heads": int(v[H]), "n_kv_heads": int(v[G])},
     ),
     ClosedForm(
         "RoPE",
@@ -74,7 +74,7 @@ CLOSED_FORMS = [
         total=4 * d**2,
         unidentified=H * ((d / H) + (d / H) ** 2),
         example={d: 16, H: 4},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=int(v[H]), rope_dims=int(v[d]) // int(v[H])),
+        spec_config=lambda v: {"d_model": int(v[d]), "n_heads": int(v[H]), "rope_dims": int(v[d]) // int(v[H])},
     ),
     ClosedForm(
         "PartialRoPE",
@@ -82,7 +82,7 @@ CLOSED_FORMS = [
         total=4 * d**2,
         unidentified=H * ((d / H - p) ** 2 + p + (d / H) ** 2),
         example={d: 16, H: 2, p: 4},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=int(v[H]), rope_dims=int(v[p])),
+        spec_config=lambda v: {"d_model": int(v[d]), "n_heads": int(v[H]), "rope_dims": int(v[p])},
     ),
     ClosedForm(
         "Bias",
@@ -90,7 +90,7 @@ CLOSED_FORMS = [
         total=4 * d**2 + 4 * d,
         unidentified=2 * d**2 / H + 2 * d,
         example={d: 16, H: 4},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=int(v[H]), biases="qkvo"),
+        spec_config=lambda v: {"d_model": int(v[d]), "n_heads": int(v[H]), "biases": "qkvo"},
     ),
     ClosedForm(
         "BiasRoPE",
@@ -98,7 +98,12 @@ CLOSED_FORMS = [
         total=4 * d**2 + 4 * d,
         unidentified=d**2 / H + d + d,
         example={d: 16, H: 4},
-        spec_kwargs=lambda v: dict(d_model=int(v[d]), n_heads=int(v[H]), biases="qkvo", rope_dims=int(v[d]) // int(v[H])),
+        spec_config=lambda v: {
+            "d_model": int(v[d]),
+            "n_heads": int(v[H]),
+            "biases": "qkvo",
+            "rope_dims": int(v[d]) // int(v[H]),
+        },
     ),
 ]
 
@@ -114,7 +119,9 @@ def check_against_counts(forms=CLOSED_FORMS, scales=(1, 2, 4)) -> list[str]:
             total = int(form.total.subs(values))
             unidentified = int(form.unidentified.subs(values))
             if (total, unidentified) != (exact.total, exact.unidentified):
-                problems.append(f"{form.key} at {values}: closed form ({total}, {unidentified}) != count ({exact.total}, {exact.unidentified})")
+                problems.append(
+                    f"{form.key} at {values}: closed form ({total}, {unidentified}) != count ({exact.total}, {exact.unidentified})"
+                )
     return problems
 
 
@@ -127,7 +134,9 @@ def latex_table(forms=CLOSED_FORMS) -> str:
         r"\midrule",
     ]
     for f in forms:
-        lines.append(f"{f.family} & ${sp.latex(sp.expand(f.total))}$ & ${sp.latex(sp.simplify(f.unidentified))}$ & ${sp.latex(f.ratio)}$ \\\\")
+        lines.append(
+            f"{f.family} & ${sp.latex(sp.expand(f.total))}$ & ${sp.latex(sp.simplify(f.unidentified))}$ & ${sp.latex(f.ratio)}$ \\\\"
+        )
     lines += [r"\bottomrule", r"\end{tabular}", ""]
     return "\n".join(lines)
 
