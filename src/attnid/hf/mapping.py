@@ -126,9 +126,13 @@ def _rope(cfg: dict) -> tuple[float, str]:
     return float(theta), kind
 
 
-def _partial_factor(cfg: dict) -> float:
+def _partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float = 1.0) -> float:
+    """The rotated share of a head, read from the key the model class reads (GPT-NeoX ignores a top-level
+    `partial_rotary_factor` and reads `rotary_pct`, default 0.25; Phi defaults to 0.5)."""
     params = cfg.get("rope_parameters") or {}
-    return float(params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0))))
+    if params.get("partial_rotary_factor") is not None:
+        return float(params["partial_rotary_factor"])
+    return float(cfg[key]) if cfg.get(key) is not None else default
 
 
 def _refuse_if(cfg: dict, key: str, bad, why: str) -> None:
@@ -139,7 +143,7 @@ def _refuse_if(cfg: dict, key: str, bad, why: str) -> None:
 def _spec(**fields_) -> AttentionSpec:
     """AttentionSpec of the fields; a variant field the spec does not know yet is refused by name."""
     known = {f.name for f in fields(AttentionSpec)}
-    defaults = {"qk_norm": "none", "qk_norm_eps": 0.0, "sinks": False, "softcap": 0.0, "sliding_window": 0}
+    defaults = {"qk_norm": "none", "norm_eps": 0.0, "sinks": False, "softcap": 0.0, "sliding_window": 0}
     defaults |= {"alibi": False, "kv_lora_rank": 0, "q_lora_rank": 0}
     kept = {}
     for name, value in fields_.items():
@@ -194,9 +198,9 @@ def _llama_like(cfg: dict, mt: str):
     eps = float(cfg.get("rms_norm_eps", 1e-6))
     variant = {}
     if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
-        variant = {"qk_norm": "rms_head", "qk_norm_eps": eps}
+        variant = {"qk_norm": "rms_head", "norm_eps": eps}
     elif mt == "olmo2":
-        variant = {"qk_norm": "rms_all", "qk_norm_eps": eps}
+        variant = {"qk_norm": "rms_all", "norm_eps": eps}
     if mt == "gpt_oss":
         variant["sinks"] = True
     if mt == "gemma2":
@@ -247,7 +251,7 @@ def _deepseek(cfg: dict, mt: str):
         d_model=d, n_heads=H, n_kv_heads=H, d_head_qk=nope + rope, d_head_v=v, rope_dims=rope,
         biases="qkvo" if bias else "", causal=True, rope_base=theta,
         kv_lora_rank=int(_get(cfg, "kv_lora_rank")), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-        qk_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        norm_eps=1e-6,  # the latent RMSNorms take the class default, not rms_norm_eps
     )  # fmt: skip
     act = cfg.get("hidden_act", "silu")
     dense = MLPFacts(act, True, int(_get(cfg, "intermediate_size")), False)
@@ -292,7 +296,7 @@ def _gpt_neox(cfg: dict, mt: str):
     d, H, _, k = _sizes(cfg)
     n_layers = int(_get(cfg, "num_hidden_layers"))
     theta, _ = _rope(cfg)
-    p = int(k * _partial_factor(cfg)) // 2 * 2
+    p = int(k * _partial_factor(cfg, "rotary_pct", 0.25)) // 2 * 2
     bias = "qkvo" if cfg.get("attention_bias", True) else ""
     spec = _spec(d_model=d, n_heads=H, rope_dims=p, biases=bias, causal=True, rope_base=theta)
     mlp = MLPFacts(cfg.get("hidden_act", "gelu"), False, int(_get(cfg, "intermediate_size")), True)
@@ -308,9 +312,9 @@ def _phi(cfg: dict, mt: str):
     d, H, G, k = _sizes(cfg)
     n_layers = int(_get(cfg, "num_hidden_layers"))
     theta, _ = _rope(cfg)
-    p = int(k * _partial_factor(cfg)) // 2 * 2
+    p = int(k * _partial_factor(cfg, "partial_rotary_factor", 0.5)) // 2 * 2
     eps = float(cfg.get("layer_norm_eps", 1e-5))
-    qk = {"qk_norm": "layernorm_head", "qk_norm_eps": eps} if cfg.get("qk_layernorm") else {}
+    qk = {"qk_norm": "layernorm_head", "norm_eps": eps} if cfg.get("qk_layernorm") else {}
     spec = _spec(
         d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=p, biases="qkvo", causal=True, rope_base=theta, **qk
     )

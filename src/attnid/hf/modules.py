@@ -104,12 +104,10 @@ def shrink(cfg: dict, d_model: int = 16, n_heads: int = 4, head_dim: int | None 
     facts = model_facts(cfg)
     spec = facts.blocks[0].attention
     mt = cfg["model_type"]
-    H, G = n_heads, spec.n_kv_heads
-    G = 1 if G == 1 else (H if G == spec.n_heads else 2)
-    partial = 0 < spec.rope_dims < spec.d_head_qk and getattr(spec, "kv_lora_rank", 0) == 0
+    partial = 0 < spec.rope_dims < spec.d_head_qk and spec.kv_lora_rank == 0
     fused = mt in ("gpt2", "gptj", "gpt_neox", "phi", "falcon", "bloom", "bert")  # head size must be d / H
-    if partial:
-        H = 2  # head 8 of d 16, half of it rotated
+    H = 2 if partial else n_heads  # partial rotary: head 8 of d 16, half of it rotated
+    G = 1 if spec.n_kv_heads == 1 else (H if spec.n_kv_heads == spec.n_heads else 2)
     k = head_dim or (d_model // H if fused or spec.d_head_qk * spec.n_heads == spec.d_model else d_model // H + 2)
     out = dict(cfg)
     out.update(vocab_size=32, max_position_embeddings=4096, bos_token_id=None, eos_token_id=None, pad_token_id=None)
@@ -131,9 +129,8 @@ def shrink(cfg: dict, d_model: int = 16, n_heads: int = 4, head_dim: int | None 
     if partial:
         if mt == "gptj":
             out["rotary_dim"] = k // 2
-        else:
-            out.pop("rotary_pct", None)
-            out["partial_rotary_factor"] = 0.5
+        else:  # GPT-NeoX reads rotary_pct, the others partial_rotary_factor
+            out["rotary_pct" if mt == "gpt_neox" else "partial_rotary_factor"] = 0.5
             if isinstance(out.get("rope_parameters"), dict):
                 out["rope_parameters"] = {**out["rope_parameters"], "partial_rotary_factor": 0.5}
     for key in ("intermediate_size", "moe_intermediate_size", "ffn_hidden_size", "n_inner"):
@@ -211,6 +208,11 @@ def build(cfg: dict, seed: int = 0, layer: int = 0, stride: int = 37, eps: float
     if mt == "bert":
         module.output.LayerNorm = torch.nn.Identity()  # the attention block alone: dense(context) + residual
     module = module.to(DTYPE).eval()
+    if eps is not None:  # also the norms whose eps is fixed in code (DeepSeek's latent RMSNorms)
+        for sub in module.modules():
+            for attr in ("variance_epsilon", "eps"):
+                if isinstance(getattr(sub, attr, None), float):
+                    setattr(sub, attr, eps)
     gen = torch.Generator().manual_seed(int(seed))
     names, shapes, values = [], [], []
     for name, p in module.named_parameters():
