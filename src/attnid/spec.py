@@ -90,6 +90,11 @@ def normalize_biases(biases) -> str:
     return "".join(b for b in BIAS_LETTERS if b in letters)
 
 
+def bias_text(biases) -> str:
+    """How tables and configs write a bias subset: canonical letters, or 'none' for no bias."""
+    return normalize_biases(biases) or "none"
+
+
 def parse_rope(value, d_head_qk: int) -> int:
     """Rotated dims per query/key head from the one RoPE vocabulary.
 
@@ -400,14 +405,14 @@ class AttentionSpec:
     def to_config(self) -> dict:
         """Every field by name (biases 'none' when empty); from_config(to_config()) == self."""
         config = {name: getattr(self, name) for name in self.field_names()}
-        config["biases"] = self.biases or "none"
+        config["biases"] = bias_text(self.biases)
         return config
 
     def to_row(self, label: bool = True) -> dict:
         """A flat table row: ROW_COLUMNS (biases 'none' when empty; without `label` if label=False),
         then rope_base and seq_len when they are not the default."""
         row = {c: getattr(self, c) for c in ROW_COLUMNS[1:]}
-        row["biases"] = self.biases or "none"
+        row["biases"] = bias_text(self.biases)
         if label:
             row = {"label": self.label, **row}
         if self.rope_base != DEFAULT_ROPE_BASE:

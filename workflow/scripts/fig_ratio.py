@@ -9,9 +9,9 @@ half / full, (c) biases without and with RoPE. Only specs with standard head siz
 
 import numpy as np
 import pandas as pd
-from figlib import bias_label
 
 from attnid.report.style import FULL_WIDTH, PALETTE, ordered, use_style
+from attnid.spec import bias_text
 
 ROPE_ORDER = ["none", "half", "full"]
 
@@ -19,7 +19,7 @@ ROPE_ORDER = ["none", "half", "full"]
 def prepare(ratios: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
     """Standard-head-size rows of the grid with the measured ratio (NaN where not measured)."""
     df = ratios.copy()
-    df["biases"] = df["biases"].map(bias_label)
+    df["biases"] = df["biases"].map(bias_text)  # the table vocabulary: 'none' or canonical letters
     if "causal" in df:
         df = df[~df["causal"].astype(bool)]
     d = df["d_model"].mode().iloc[0]  # the grid's width (one d_model in every preset)
@@ -40,17 +40,17 @@ def _line(ax, rows: pd.DataFrame, color, label: str, style: str = "-") -> None:
 def panels(df: pd.DataFrame) -> list[tuple[str, list[tuple[str, pd.DataFrame]]]]:
     """(title, [(legend label, rows)]) for each panel; empty selections are left out."""
     mha = df[df["n_kv_heads"] == df["n_heads"]]
-    plain = df[(df["rope"] == "none") & (df["biases"] == "")]
+    plain = df[(df["rope"] == "none") & (df["biases"] == "none")]
     groups = [("MHA ($G = H$)", plain[plain["n_kv_heads"] == plain["n_heads"]])]
     for g in sorted(plain.loc[plain["n_kv_heads"] < plain["n_heads"], "n_kv_heads"].unique()):
         groups.append((f"GQA, $G = {g}$", plain[plain["n_kv_heads"] == g]))
     rope = [
-        (f"RoPE {r}", mha[(mha["rope"] == r) & (mha["biases"] == "")]) for r in ordered(mha["rope"], ROPE_ORDER)
+        (f"RoPE {r}", mha[(mha["rope"] == r) & (mha["biases"] == "none")]) for r in ordered(mha["rope"], ROPE_ORDER)
     ]
     bias = []
     for r in [x for x in ordered(mha["rope"], ROPE_ORDER) if x in ("none", "full")]:
-        for b in ordered(mha["biases"], [""]):
-            name = f"bias {b or 'none'}, RoPE {r}"
+        for b in ordered(mha["biases"], ["none"]):
+            name = f"bias {b}, RoPE {r}"
             bias.append((name, mha[(mha["rope"] == r) & (mha["biases"] == b)]))
     result = [("(a) key/value groups", groups), ("(b) RoPE (MHA)", rope), ("(c) biases (MHA)", bias)]
     return [(t, [(n, rows) for n, rows in lines if len(rows)]) for t, lines in result]
