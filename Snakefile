@@ -1,6 +1,10 @@
 # attnid: one DAG from seeds and a config to every figure, table, notebook and the paper.
 # Targets: all (default), figures, tables, notebooks, paper; see README.md.
+import sys
+
 from snakemake.utils import min_version, validate
+
+from attnid.workflow_config import ConfigError, check
 
 min_version("9.0")
 
@@ -8,7 +12,12 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+SCHEMA = f"{workflow.basedir}/workflow/schemas/config.schema.yaml"
+try:  # one line per problem, naming the key (not Snakemake's dump of schema and config)
+    check(config, SCHEMA)
+except ConfigError as err:
+    sys.exit(f"Error in the config:\n{err}")
+validate(config, SCHEMA)  # fills in the schema's defaults
 
 
 include: "workflow/rules/common.smk"

@@ -1,9 +1,12 @@
 """End to end: the whole DAG on the smoke preset in a temporary copy of the repository.
 
-Checks that every target of `all` is built, that a second run has nothing to do, and that
-touching one figure script reruns only that figure (and what depends on it).
+Checks that every target of `all` is built, that a second run has nothing to do, that results
+follow the code (touching a figure script or a library module reruns exactly the rules that use
+it, and what reads their outputs), that files no result depends on rerun nothing, and that a
+forced figure rerun writes the same bytes, so the paper stays as it is.
 """
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,7 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = "results/smoke"  # results_dir of config/smoke.yaml
 pytestmark = pytest.mark.slow
 
 
@@ -22,13 +26,13 @@ def built(smoke_build):
 
 def snakemake_dry(work, *targets):
     cmd = [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/smoke.yaml", "--quiet", "rules", *targets]
-    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout + out.stderr
 
 
 def test_every_artifact_exists(built):
-    results = built / "results"
+    results = built / RESULTS
     for rel in [
         "counting/ratios.csv",
         "counting/architectures.csv",
@@ -48,7 +52,7 @@ def test_every_artifact_exists(built):
 
 
 def test_verification_grid_agrees(built):
-    df = pd.read_csv(built / "results/jacobian/verification.csv")
+    df = pd.read_csv(built / RESULTS / "jacobian/verification.csv")
     assert len(df) > 0 and df.passed.all()
     assert (df.predicted == df.measured).all()
 
@@ -80,3 +84,63 @@ def test_touching_a_figure_script_reruns_only_that_figure(built):
     # (provenance records a hash of the uncommitted changes, so its record and the macros the paper cites follow)
     assert plan <= {"fig_architectures", "nb_counting", "paper", "all", "provenance", "macros"}, plan
     assert not plan & {"counting_ratios", "jacobian_verification", "train_run", "training_aggregate", "fig_ratio"}
+
+
+def planned_with_reasons(work, *targets) -> dict[str, str]:
+    """rule -> the reason Snakemake gives for running it, from a dry run."""
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--configfile=config/smoke.yaml", *targets]
+    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    plan, rule = {}, None
+    for line in (out.stdout + out.stderr).splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            rule = line.split()[1].rstrip(":")
+        elif rule and line.strip().startswith("reason:"):
+            plan.setdefault(rule, line.strip())
+    return plan
+
+
+@pytest.fixture
+def scratch(built, tmp_path):
+    """A copy of the built tree (results and Snakemake's metadata included) that a test may edit."""
+    return shutil.copytree(built, tmp_path / "work", symlinks=True)
+
+
+FIGURE_RULES = {"fig_ratio", "fig_architectures", "fig_overlap", "fig_loss", "fig_conserved"}
+COMPUTE_RULES = {"counting_ratios", "counting_architectures", "jacobian_verification", "training_aggregate"}
+
+
+def test_editing_the_figure_style_reruns_the_figures_and_only_what_reads_them(scratch):
+    module = scratch / "src/attnid/report/style.py"
+    module.write_text(module.read_text() + "\n# edited\n")
+    plan = planned_with_reasons(scratch, "all")
+    direct = {rule for rule, reason in plan.items() if "src/attnid/report/style.py" in reason}
+    assert FIGURE_RULES <= direct, plan
+    assert not set(plan) & COMPUTE_RULES, plan
+    for rule, reason in plan.items():  # everything else reruns only because an input was rebuilt
+        assert rule in direct or rule == "provenance" or "updated by another job" in reason.lower(), (rule, reason)
+
+
+def test_editing_the_counting_maths_reruns_the_counts_not_the_training(scratch):
+    module = scratch / "src/attnid/counting.py"
+    module.write_text(module.read_text() + "\n# edited\n")
+    plan = planned_with_reasons(scratch, "all")
+    assert {"counting_ratios", "counting_architectures"} <= set(plan), plan
+    assert not {r for r in plan if r.startswith("train")}, plan
+
+
+def test_files_no_result_depends_on_rerun_nothing(scratch):
+    (scratch / "README.md").write_text((scratch / "README.md").read_text() + "\nedited\n")
+    (scratch / "notes.txt").write_text("an untracked note\n")
+    (scratch / "tests" / "test_extra.py").write_text("# a new test\n")
+    assert planned_with_reasons(scratch, "all") == {}
+
+
+def test_a_forced_figure_rerun_writes_the_same_bytes_and_leaves_the_paper(scratch):
+    figure = scratch / RESULTS / "figures/ratio.pdf"
+    before = figure.read_bytes(), (scratch / RESULTS / "figures/ratio.png").read_bytes()
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile=config/smoke.yaml", "-f", "fig_ratio"]
+    out = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (figure.read_bytes(), (scratch / RESULTS / "figures/ratio.png").read_bytes()) == before
+    assert not set(planned_with_reasons(scratch, "paper")), "an unchanged figure rebuilt the paper"

@@ -82,7 +82,10 @@ def test_citations_leave_out_latex_commands_local_definitions_and_comments():
     % \NotCitedInAComment
     """
     assert paper_citations([tex]) == {"CountGridSpecs", "UnidentifiedPctGPTTwoSmall"}
-    assert citation_mismatch(["CountGridSpecs", "Dead"], paper_citations([tex])) == (["Dead"], ["UnidentifiedPctGPTTwoSmall"])
+    assert citation_mismatch(["CountGridSpecs", "Dead"], paper_citations([tex])) == (
+        ["Dead"],
+        ["UnidentifiedPctGPTTwoSmall"],
+    )
 
 
 def test_paper_sources_cover_the_sections():
@@ -133,5 +136,5 @@ def test_the_latex_helpers_import_without_torch():
         "from attnid.report.macros import paper_citations, training_macros\n"
         "assert number(1234) == '1{,}234' and macro_name('a_b') == 'AB'\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr

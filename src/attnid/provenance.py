@@ -1,20 +1,21 @@
-"""Provenance of a build: what code, config, software and machine produced results/.
+"""Provenance of a build: what code, config, software and machine produced the results folder.
 
 A provenance record is two layers:
 
 * the *fingerprint* (`fingerprint`): everything cheap to learn without importing torch that
   is the same on every machine of one installation (login and compute nodes alike): the
-  pinned package versions as installed, the Python version, the git commit, whether
-  the tree is dirty and a sha256 of the uncommitted changes, the sha256 of the effective
-  (validated, overridden) config and of each config file, the seeds found in the config and
-  the device asked for. The workflow passes it to rule `provenance` as `params`, so that
-  Snakemake's params rerun trigger rebuilds results/provenance.json exactly when any of
-  these change, and leaves it (and everything downstream of it) alone otherwise;
-* the *runtime* (`platform_info`, `torch_runtime`): the machine that runs the job (host,
-  platform, cores) and what torch sees there (torch build, CUDA/cuDNN versions, visible GPUs,
-  thread count).
+  pinned package versions as installed, the Python version, a sha256 of the code that results
+  depend on (`CODE_PATHS`: the Snakefile, src/, workflow/, notebooks/, committed or not), the
+  sha256 of the effective (validated, overridden) config and of each config file, the seeds found
+  in the config and the device asked for. The workflow passes its short hash to rule
+  `provenance` as a param, so Snakemake's params rerun trigger rebuilds the record exactly when
+  any of these change; a README edit, a new commit that changes no code or an untracked note
+  leaves it (and the paper downstream of it) alone;
+* the *runtime* (`platform_info`, `torch_runtime`, `git_state`): the machine that runs the job
+  (host, platform, cores), what torch sees there (torch build, CUDA/cuDNN, GPUs, threads) and
+  the git commit of the build (with a dirty flag for uncommitted changes to the code).
 
-`record(fingerprint)` joins them with the build time: that dict is results/provenance.json.
+`record(fingerprint, root)` joins them with the build time: that dict is <results_dir>/provenance.json.
 
     python -c "import attnid.provenance as p, json; print(json.dumps(p.fingerprint({'device': 'cpu'}), indent=1))"
 """
@@ -23,16 +24,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import importlib.metadata as metadata
 import json
 import os
 import platform
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 
 PROJECT = "attnid"
+# The files results depend on (paths relative to the repository root); everything else (README,
+# tests, benchmarks, notes) can change without making the recorded code differ.
+CODE_PATHS = ("Snakefile", "src", "workflow", "notebooks")
 # Installed alongside the pins and worth recording (the executor the cluster runs used).
 EXTRA_PACKAGES = ("snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep")
 
@@ -122,15 +126,40 @@ def _git(root: Path, *args: str) -> bytes | None:
     return out.stdout
 
 
-def git_state(root: str | Path = ".") -> dict:
-    """Commit, dirty flag and a sha256 of the uncommitted changes (tracked diff plus the status list,
-    so new untracked files count). All None outside a git work tree (e.g. an unpacked archive)."""
+def code_files(root: str | Path = ".", paths: Iterable[str] = CODE_PATHS) -> list[str]:
+    """The files under `paths` (relative to `root`), as git sees them (tracked and untracked, not
+    ignored); without git, every file below them except caches."""
+    root = Path(root)
+    listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths)
+    if listed is not None:
+        names = [n for n in listed.decode().split("\0") if n]
+    else:
+        names = [
+            p.relative_to(root).as_posix()
+            for top in paths
+            for p in ([root / top] if (root / top).is_file() else (root / top).rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and ".egg-info" not in str(p)
+        ]
+    return sorted(n for n in set(names) if (root / n).is_file())
+
+
+def code_sha256(root: str | Path = ".", paths: Iterable[str] = CODE_PATHS) -> str:
+    """sha256 over the path and content of every code file: equal code, equal hash, whatever the commit."""
+    h = hashlib.sha256()
+    for name in code_files(root, paths):
+        h.update(name.encode() + b"\0" + file_sha256(Path(root) / name).encode() + b"\n")
+    return h.hexdigest()
+
+
+def git_state(root: str | Path = ".", paths: Iterable[str] = CODE_PATHS) -> dict:
+    """Commit, dirty flag and a sha256 of the uncommitted changes to the code (`paths`: tracked diff
+    plus the status list, so new untracked files count). All None outside a git work tree."""
     root = Path(root)
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None, "changes_sha256": None}
-    status = _git(root, "status", "--porcelain", "--untracked-files=normal") or b""
-    diff = _git(root, "diff", "HEAD", "--binary") or b""
+    status = _git(root, "status", "--porcelain", "--untracked-files=normal", "--", *paths) or b""
+    diff = _git(root, "diff", "HEAD", "--binary", "--", *paths) or b""
     dirty = bool(status.strip())
     return {
         "commit": commit.decode().strip(),
@@ -152,12 +181,12 @@ def fingerprint(config: Mapping, root: str | Path = ".", configfiles: Iterable[s
     """The cheap part of the record (no torch import): a pure function of code, config and software.
 
     `config` is the effective config (after --config overrides and schema defaults), `root` the
-    work tree of the workflow (for git), `configfiles` the YAML files it was read from (relative
-    to the working directory, as Snakemake gives them).
+    repository (for the code), `configfiles` the YAML files it was read from (relative to the
+    working directory, as Snakemake gives them).
     """
     return {
         "project": PROJECT,
-        "git": git_state(root),
+        "code_sha256": code_sha256(root),
         "config_sha256": config_sha256(config),
         "configfiles": {_relative(p): file_sha256(p) for p in configfiles},
         "seeds": find_seeds(config),
@@ -165,6 +194,11 @@ def fingerprint(config: Mapping, root: str | Path = ".", configfiles: Iterable[s
         "packages": package_versions(),
         "python": platform.python_version(),
     }
+
+
+def fingerprint_sha256(fp: Mapping) -> str:
+    """A short name for a fingerprint (the rule's rerun-triggering param: one line in `snakemake -n`)."""
+    return config_sha256(fp)[:16]
 
 
 def torch_runtime() -> dict:
@@ -189,13 +223,14 @@ def torch_runtime() -> dict:
     }
 
 
-def record(fp: Mapping) -> dict:
-    """results/provenance.json: the fingerprint, torch's view of this machine, and the build time (UTC)."""
+def record(fp: Mapping, root: str | Path = ".") -> dict:
+    """provenance.json: the fingerprint, the git commit, torch's view of this machine, the build time (UTC)."""
     return {
         **fp,
+        "git": git_state(root),
         "platform": platform_info(),
         "torch": torch_runtime(),
-        "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "built_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
 

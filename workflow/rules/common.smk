@@ -6,7 +6,9 @@ CONDA_ENV = "../../environment.yml"
 
 TARGETS = {"data": [], "tables": [], "figures": [], "notebooks": [], "paper": []}
 
-RESULTS = "results"
+# Every output of a preset lands under its own folder (results/default, results/smoke, results/paper),
+# so presets never overwrite each other's files.
+RESULTS = config.get("results_dir", "results/default")
 
 
 logfile = lambda name: f"{RESULTS}/logs/{name}.log"
@@ -69,21 +71,30 @@ def _imported_names(path, module):
 
 
 @functools.cache
-def _code_closure(path, module):
-    """The set of repository source files `path` (module name `module`) needs, itself included."""
-    found = {path}
+def _direct_dependencies(path, module):
+    """(file, module name) of each repository module `path` imports directly."""
+    deps = []
     for name in _imported_names(path, module):
         if name.split(".")[0] == "attnid":
             dep = _module_file(name)
         elif "." not in name and os.path.isfile(os.path.join(SCRIPTS, name + ".py")):
-            dep = os.path.join(
-                SCRIPTS, name + ".py"
-            )  # a helper script next to the glue scripts
+            dep = os.path.join(SCRIPTS, name + ".py")  # a helper script next to the glue scripts
         else:
             dep = None
-        if dep is not None and dep not in found:
-            found |= _code_closure(dep, name)
-    return frozenset(found)
+        if dep is not None:
+            deps.append((dep, name))
+    return deps
+
+
+def _code_closure(path, module):
+    """The set of repository source files `path` (module name `module`) needs, itself included."""
+    found, todo = {path}, [(path, module)]
+    while todo:
+        for dep, name in _direct_dependencies(*todo.pop()):
+            if dep not in found:
+                found.add(dep)
+                todo.append((dep, name))
+    return found
 
 
 def script_inputs(script):
@@ -92,7 +103,7 @@ def script_inputs(script):
     folder = NOTEBOOKS if script.endswith(".ipynb") else SCRIPTS
     path = os.path.join(folder, script)
     if not os.path.isfile(path):
-        raise ValueError(f"script_inputs: no script {path}")
+        return [os.path.relpath(path)]  # Snakemake then names the missing script for this rule only
     return sorted(
         os.path.relpath(p) for p in _code_closure(path, script.rsplit(".", 1)[0])
     )

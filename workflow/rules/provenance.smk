@@ -1,19 +1,16 @@
-# Provenance: results/provenance.json (package versions, python/platform, torch and CUDA, git commit
-# and dirty flag, config sha256, seeds, device) and results/macros/provenance.tex for the paper.
-# The fingerprint is a param, so Snakemake's params rerun trigger rebuilds the record whenever code
-# (commit or uncommitted changes), config or installed software change, and only then: nothing
-# downstream is forced to rerun by a build that changed nothing. Runs where the compute jobs run
+# Provenance: <results_dir>/provenance.json (package versions, python/platform, torch and CUDA, git
+# commit and dirty flag, code and config sha256, seeds, device) and macros/provenance.tex for the paper.
+# A short hash of the fingerprint (attnid.provenance) is a param, so Snakemake's params rerun trigger
+# rebuilds the record when the code results depend on, the config or the installed software change,
+# and only then: a README edit or an untracked note reruns nothing. Runs where the compute jobs run
 # (on a GPU node when device is cuda), so the record shows the GPU they used.
-#
-# attnid.provenance is imported lazily (in the param): attnid loads torch, and every job (each
-# SLURM job too) parses this file; only DAGs that contain rule provenance pay for the import.
-from importlib import import_module
+import attnid.provenance as provenance
 
 
 rule provenance:
     input:
-        workflow.configfiles,
         script_inputs("provenance.py"),
+        configfiles=workflow.configfiles,
     output:
         record=report(
             f"{RESULTS}/provenance.json",
@@ -28,9 +25,10 @@ rule provenance:
     resources:
         gpu=1 if config.get("device", "cpu") == "cuda" else 0,
     params:
-        fingerprint=lambda wildcards: import_module("attnid.provenance").fingerprint(
-            config, workflow.basedir, workflow.configfiles
+        fingerprint=lambda wildcards: provenance.fingerprint_sha256(
+            provenance.fingerprint(config, REPO, workflow.configfiles)
         ),
+        repo=REPO,
     script:
         "../scripts/provenance.py"
 

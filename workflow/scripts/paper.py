@@ -1,9 +1,10 @@
 """Rule `paper`: build results/paper/main.pdf from paper/main.tex with latexmk.
 
 TeX is a system dependency. Without latexmk the rule stops at once with the install
-instruction (not with a LaTeX traceback). latexmk runs from the repository root, so the paper
-\\input's results/tables/*.tex and includes results/figures/*.pdf by their paths in results/;
-auxiliary files go to results/paper/build/, and the PDF is moved into place atomically.
+instruction (not with a LaTeX traceback). latexmk runs in a staging folder where `paper/` is the
+manuscript and `results/` the preset's results folder (results_dir), so the paper \\input's
+results/tables/*.tex and includes results/figures/*.pdf of the preset being built; auxiliary
+files go to <results_dir>/paper/build/, and the PDF is moved into place atomically.
 A failed build names the LaTeX errors (undefined macros, missing files) from the log.
 """
 
@@ -41,10 +42,23 @@ def latex_errors(log_text: str) -> list[str]:
     return found
 
 
-def build(tex: str | Path, outdir: str | Path, log) -> Path:
-    """Run latexmk on `tex` (from the current directory) into `outdir`; return the PDF path."""
+def stage(paper_dir: str | Path, results_dir: str | Path, where: str | Path) -> Path:
+    """A folder in which `paper/` is the manuscript and `results/` this preset's results (two
+    symbolic links), so the paper's `results/...` paths read the preset being built."""
+    where = Path(where)
+    where.mkdir(parents=True, exist_ok=True)
+    for name, target in (("paper", paper_dir), ("results", results_dir)):
+        link = where / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(Path(target).resolve(), target_is_directory=True)
+    return where
+
+
+def build(tex: str | Path, outdir: str | Path, log, cwd: str | Path = ".") -> Path:
+    """Run latexmk on `tex` (relative to `cwd`) into `outdir`; return the PDF path."""
     latexmk = require_latexmk()
-    tex, outdir = Path(tex), Path(outdir)
+    tex, outdir = Path(tex), Path(outdir).resolve()
     cmd = [
         latexmk,
         "-pdf",
@@ -56,7 +70,7 @@ def build(tex: str | Path, outdir: str | Path, log) -> Path:
     ]
     # a fixed date makes the PDF byte-stable (pdfTeX reads SOURCE_DATE_EPOCH for /CreationDate and /ID)
     env = os.environ | {"SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"), "FORCE_SOURCE_DATE": "1"}
-    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False, env=env)
+    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False, env=env, cwd=cwd)
     pdf = outdir / f"{tex.stem}.pdf"
     if done.returncode != 0 or not pdf.exists():
         tex_log = outdir / f"{tex.stem}.log"
@@ -72,9 +86,11 @@ if __name__ == "__main__" and "snakemake" in globals():
 
     log_to(snakemake.log[0], "paper")  # noqa: F821
     out = Path(snakemake.output.pdf)  # noqa: F821
-    main_tex = next(t for t in snakemake.input.tex if Path(t).name == "main.tex")  # noqa: F821
+    main_tex = Path(next(t for t in snakemake.input.tex if Path(t).name == "main.tex"))  # noqa: F821
+    results = out.parent.parent  # <results_dir>/paper/main.pdf
+    where = stage(main_tex.parent, results, out.parent / "stage")
     try:
-        pdf = build(main_tex, out.parent / "build", sys.stdout)
+        pdf = build(Path("paper") / main_tex.name, out.parent / "build", sys.stdout, cwd=where)
     except SystemExit as stop:
         print(stop, file=sys.__stderr__)  # the console, not only the log
         raise

@@ -1,19 +1,23 @@
-"""Rule provenance: the fingerprint (params) + torch's view of this machine -> results/provenance.json
-and the paper's macros (\\ProvenanceCommit, \\ProvenanceConfigHash, ...) -> results/macros/provenance.tex."""
+"""Rule provenance: the fingerprint + torch's view of this machine -> <results_dir>/provenance.json
+and the paper's macros (\\ProvenanceCommit, \\ProvenanceConfigHash, ...) -> macros/provenance.tex."""
 
-import sys
+from attnid.io import atomic_write_json, atomic_write_text, log_to
+from attnid.provenance import fingerprint, fingerprint_sha256, macros, record
+from attnid.report.latex import escape
+from attnid.report.macros import fragment
 
-from attnid.io import atomic_write_json, atomic_write_text
-from attnid.report.latex import escape, macros
-from attnid.provenance import macros as provenance_macros
-from attnid.provenance import record
-
-sys.stderr = open(snakemake.log[0], "w")
-
-rec = record(snakemake.params.fingerprint)
-atomic_write_json(snakemake.output.record, rec)
-atomic_write_text(
-    snakemake.output.macros,
-    macros({name: escape(value) for name, value in provenance_macros(rec).items()}),
+log = log_to(snakemake.log[0], "provenance")  # noqa: F821
+fp = fingerprint(snakemake.config, snakemake.params.repo, snakemake.input.configfiles)  # noqa: F821
+if fingerprint_sha256(fp) != snakemake.params.fingerprint:  # noqa: F821
+    log.warning("the fingerprint changed between planning and running this job (code or config edited meanwhile)")
+rec = record(fp, snakemake.params.repo)  # noqa: F821
+atomic_write_json(snakemake.output.record, rec)  # noqa: F821
+values = {name: escape(value) for name, value in macros(rec).items()}
+atomic_write_text(snakemake.output.macros, fragment(values, "workflow/scripts/provenance.py"))  # noqa: F821
+log.info(
+    "commit %s dirty=%s code %s config %s",
+    rec["git"]["commit"],
+    rec["git"]["dirty"],
+    rec["code_sha256"][:12],
+    rec["config_sha256"][:12],
 )
-print(f"provenance: commit {rec['git']['commit']} dirty={rec['git']['dirty']} config {rec['config_sha256'][:12]}", file=sys.stderr)

@@ -1,0 +1,100 @@
+"""Validate the workflow config: the JSON schema, then the facts a schema cannot say; one line per error.
+
+A config error names the key (as a path: `training.tasks[0].heads[1]`) and the reason, e.g.
+`config training.tasks[0].heads[1]: 3 does not divide d_model 16`, instead of Snakemake's dump of
+the whole schema and config. Schema defaults are filled in as Snakemake's own `validate` does.
+No torch here: the Snakefile calls this before it plans anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value the workflow cannot run with; the message is one line naming the key."""
+
+
+def _path(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _schema_errors(config: Mapping, schema: Mapping) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    lines = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        best = jsonschema.exceptions.best_match([error])
+        lines.append(f"config {_path(best.absolute_path)}: {best.message}")
+    return lines
+
+
+def _divides(heads, d_model, where: str) -> list[str]:
+    return [
+        f"config {where}[{i}]: {h} heads do not divide d_model {d_model} (set d_head_qk to use it)"
+        for i, h in enumerate(heads)
+        if isinstance(h, int) and h > 0 and d_model % h
+    ]
+
+
+def semantic_errors(config: Mapping) -> list[str]:
+    """Facts the schema cannot check: head counts that divide the width, KV groups that divide a head count."""
+    errors = []
+    counting = config.get("counting") or {}
+    if isinstance(counting.get("d_model"), int):
+        errors += _divides(counting.get("heads", []), counting["d_model"], "counting.heads")
+        heads = [h for h in counting.get("heads", []) if isinstance(h, int)]
+        for i, g in enumerate(counting.get("kv_groups", [])):
+            if heads and not any(h % g == 0 for h in heads):
+                errors.append(f"config counting.kv_groups[{i}]: {g} KV groups divide none of the head counts {heads}")
+    for i, task in enumerate((config.get("training") or {}).get("tasks", [])):
+        if isinstance(task.get("d_model"), int):
+            errors += _divides(task.get("heads", []), task["d_model"], f"training.tasks[{i}].heads")
+    return errors
+
+
+def coerce_command_line_values(config: dict, schema: Mapping) -> None:
+    """Turn strings into the numbers or booleans the schema asks for, where YAML reads them so.
+
+    Snakemake passes the values nested in `--config 'training={seeds: [0, 1]}'` as strings ('0');
+    a string the schema wants as an integer, a number or a boolean is parsed as YAML and kept if it
+    then has the right type. A string where the schema wants a string is never touched.
+    """
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    for _ in range(100):  # each pass fixes every type error it finds; nested ones may need another
+        fixed = False
+        for error in validator.iter_errors(config):
+            if error.validator != "type" or not isinstance(error.instance, str) or not error.absolute_path:
+                continue
+            value = yaml.safe_load(error.instance)
+            wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+            if any(validator.is_type(value, kind) for kind in wanted):
+                *parents, last = error.absolute_path
+                target = config
+                for key in parents:
+                    target = target[key]
+                target[last] = value
+                fixed = True
+        if not fixed:
+            return
+
+
+def check(config: dict, schema_path: str | Path) -> None:
+    """Validate `config` in place (command-line strings typed, as the schema asks); raise ConfigError
+    listing each problem on one line. Snakemake's own `validate` then fills in the schema's defaults."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    coerce_command_line_values(config, schema)
+    errors = _schema_errors(config, schema)
+    if not errors:
+        errors = semantic_errors(config)
+    if errors:
+        raise ConfigError("\n".join(errors[:10]) + (f"\n(and {len(errors) - 10} more)" if len(errors) > 10 else ""))
