@@ -22,6 +22,7 @@ partial rotary, q/k norms, sinks, softcapping, windows, ALiBi, latent ranks), an
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import math
@@ -159,6 +160,7 @@ class RealModule:
     shapes: list
     theta: torch.Tensor  # (P,) float64
     extras: dict  # name -> builder of per-input keyword arguments
+    keep_float64: bool = True  # False runs the library's own casts (to show what they do to a rank)
 
     @property
     def n_params(self) -> int:
@@ -172,7 +174,7 @@ class RealModule:
             params[name] = theta[offset : offset + size].view(shape)
             offset += size
         kwargs = {key: make(x) for key, make in self.extras.items()}
-        with KeepFloat64():
+        with KeepFloat64() if self.keep_float64 else contextlib.nullcontext():
             out = torch.func.functional_call(self.module, params, (x,), kwargs)
         return out[0] if isinstance(out, tuple) else out
 

@@ -1,0 +1,158 @@
+"""config.json -> AttentionSpec and model facts, for every mapped model type, from the stored published configs.
+
+The traps are the point: biases fixed in code (Qwen2 q/k/v only, GPT-2 and Phi all four, Mistral none,
+Llama's attention_bias also on o_proj), partial rotary under three keys, legacy Falcon keys, head_dim
+differing from d_model / n_heads, and refusal by name of what the counting does not model.
+"""
+
+import json
+
+import pytest
+
+from attnid.counting import count
+from attnid.hf import STORED, SUPPORTED_MODEL_TYPES, count_model, load_config, model_facts, stored_config
+from attnid.spec import SpecError
+
+
+def spec_of(name, **overrides):
+    return model_facts({**stored_config(name), **overrides}).blocks[0].attention
+
+
+def test_every_stored_config_names_its_source_and_maps():
+    assert len(STORED) >= 20
+    for name in STORED:
+        cfg = stored_config(name)
+        assert cfg["_source"].startswith("https://huggingface.co/"), name
+        facts = model_facts(cfg)
+        assert facts.n_layers == cfg.get("num_hidden_layers", cfg.get("n_layer"))
+        assert all(b.attention.causal != (facts.model_type == "bert") for b in facts.blocks)
+
+
+@pytest.mark.parametrize(
+    ("name", "biases"),
+    [
+        ("qwen2_7b", "qkv"),  # fixed in code: q/k/v with bias, o_proj without
+        ("gpt2", "qkvo"),  # Conv1D c_attn / c_proj always biased
+        ("phi2", "qkvo"),
+        ("mistral_7b", ""),  # bias=False in code whatever the config says
+        ("llama3_8b", ""),
+        ("gptj_6b", ""),
+        ("pythia_1.4b", "qkvo"),
+        ("bert_base", "qkvo"),
+        ("bloom_176b", "qkvo"),
+        ("gpt_oss_20b", "qkvo"),
+    ],
+)
+def test_biases_fixed_in_code(name, biases):
+    assert spec_of(name).biases == biases
+
+
+def test_attention_bias_also_biases_o_proj_but_not_for_mistral():
+    assert spec_of("llama3_8b", attention_bias=True).biases == "qkvo"
+    assert spec_of("mistral_7b", attention_bias=True).biases == ""
+    assert spec_of("qwen2_7b", attention_bias=False).biases == "qkv"
+
+
+def test_partial_rotary_under_each_key():
+    assert spec_of("pythia_1.4b").rope_dims == 32  # rotary_pct 0.25 of 128
+    assert spec_of("phi2").rope_dims == 32  # partial_rotary_factor 0.4 of 80
+    assert spec_of("gptj_6b").rope_dims == 64  # rotary_dim
+    # GPT-NeoX reads rotary_pct (default 0.25) and ignores a top-level partial_rotary_factor
+    neox = {k: v for k, v in stored_config("pythia_1.4b").items() if k != "rotary_pct"}
+    assert model_facts({**neox, "partial_rotary_factor": 1.0}).blocks[0].attention.rope_dims == 32
+    # Phi without the key rotates half the head (the class default)
+    phi = {k: v for k, v in stored_config("phi2").items() if k != "partial_rotary_factor"}
+    assert model_facts(phi).blocks[0].attention.rope_dims == 40
+    assert spec_of("llama3_8b").rope_dims == 128
+
+
+def test_head_dim_differs_from_d_model_over_heads():
+    gemma = spec_of("gemma_7b")
+    assert (gemma.d_model, gemma.n_heads, gemma.d_head_qk) == (3072, 16, 256)
+    assert spec_of("gemma3_27b").d_head_qk == 128 != 5376 // 32
+
+
+def test_legacy_falcon_keys_are_read():
+    falcon7 = spec_of("falcon_7b")  # RefinedWebModel: n_head 71, multi_query
+    assert (falcon7.n_heads, falcon7.n_kv_heads, falcon7.rope_dims) == (71, 1, 64)
+    falcon40 = model_facts(stored_config("falcon_40b"))  # RefinedWeb: new decoder architecture, n_head_kv 8
+    assert (falcon40.blocks[0].attention.n_heads, falcon40.blocks[0].attention.n_kv_heads) == (128, 8)
+    assert falcon40.n_layers == 60 and falcon40.parallel_blocks
+    assert spec_of("falcon_7b", alibi=True).alibi and spec_of("falcon_7b", alibi=True).rope_dims == 0
+
+
+def test_modern_variants_are_mapped():
+    assert spec_of("qwen3_8b").qk_norm == "rms_head"
+    assert spec_of("gemma3_27b").qk_norm == "rms_head"
+    assert spec_of("olmo2_7b").qk_norm == "rms_all"
+    assert spec_of("phi2", qk_layernorm=True).qk_norm == "layernorm_head"
+    oss = model_facts(stored_config("gpt_oss_20b"))
+    assert oss.blocks[0].attention.sinks and oss.blocks[0].attention.sliding_window == 128
+    assert oss.blocks[1].attention.sliding_window == 0  # alternating sliding / full layers
+    gemma2 = model_facts(stored_config("gemma2_9b"))
+    assert gemma2.blocks[0].attention.softcap == 50.0 and gemma2.logit_softcap == 30.0
+    assert [b.attention.sliding_window for b in gemma2.blocks[:2]] == [4096, 0]
+    gemma3 = model_facts(stored_config("gemma3_27b"))
+    assert [b.attention.sliding_window > 0 for b in gemma3.blocks[:6]] == [True] * 5 + [False]
+    ds = spec_of("deepseek_v3")
+    assert (ds.kv_lora_rank, ds.q_lora_rank, ds.d_head_qk, ds.rope_dims, ds.d_head_v) == (512, 1536, 192, 64, 128)
+    assert spec_of("bloom_176b").alibi
+
+
+def test_model_facts_for_the_whole_model():
+    gpt2 = model_facts(stored_config("gpt2"))
+    assert (gpt2.vocab_size, gpt2.positions, gpt2.norm, gpt2.tied_embeddings, gpt2.post_ln) == (
+        50257, "learned", "layernorm", True, False,
+    )  # fmt: skip
+    bert = model_facts(stored_config("bert_base"))
+    assert bert.post_ln and bert.token_types == 2 and not bert.final_norm and bert.norm_eps == 1e-12
+    llama = model_facts(stored_config("llama3_8b"))
+    assert (llama.norm, llama.tied_embeddings, llama.blocks[0].mlp.gated) == ("rmsnorm", False, True)
+    assert model_facts(stored_config("gemma_7b")).norm == "rmsnorm_1p"
+    assert model_facts(stored_config("gptj_6b")).parallel_blocks
+    ds = model_facts(stored_config("deepseek_v3"))
+    assert [b.mlp.n_experts for b in ds.blocks[2:4]] == [0, 256]  # first_k_dense_replace = 3
+    assert model_facts(stored_config("mixtral_8x7b")).blocks[0].mlp.n_experts == 8
+
+
+def test_count_model_sums_layers_and_lists_the_different_ones(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(stored_config("gpt_oss_20b")))
+    result = count_model(path)
+    per_layer = count(model_facts(load_config(path)).blocks[0].attention)
+    assert result["layer"]["unidentified"] == per_layer.unidentified
+    assert result["model"]["total"] == 24 * per_layer.total
+    assert sorted(result["layers"]) == list(range(1, 24, 2))  # the full-attention layers differ in spec
+    assert {"total", "unidentified", "identified", "ratio", "breakdown", "weakly_identified"} <= set(result["model"])
+
+
+def test_refused_by_name():
+    with pytest.raises(SpecError, match="^model_type:"):
+        model_facts({"model_type": "t5"})
+    with pytest.raises(SpecError, match="^rope_scaling.rope_type:"):
+        model_facts({**stored_config("llama3_8b"), "rope_scaling": {"rope_type": "mrope"}})
+    with pytest.raises(SpecError, match="^position_embedding_type:"):
+        model_facts({**stored_config("bert_base"), "position_embedding_type": "relative_key"})
+    with pytest.raises(SpecError, match="^add_cross_attention:"):
+        model_facts({**stored_config("gpt2"), "add_cross_attention": True})
+    with pytest.raises(SpecError, match="^hidden_size:"):
+        model_facts({"model_type": "llama", "num_attention_heads": 4})
+    with pytest.raises(SpecError, match="^layer_types:"):
+        model_facts({**stored_config("gpt_oss_20b"), "layer_types": ["chunked_attention"] * 24})
+
+
+def test_every_supported_model_type_has_a_stored_config():
+    stored_types = {stored_config(n)["model_type"] for n in STORED}
+    # Falcon is stored with its legacy keys; its modern keys are checked below.
+    missing = set(SUPPORTED_MODEL_TYPES) - stored_types - {"qwen3_moe", "deepseek_v2", "falcon"}
+    assert not missing
+
+
+def test_legacy_and_modern_falcon_keys_map_alike():
+    from attnid.hf.modules import _modern_keys
+
+    for name in ("falcon_7b", "falcon_40b"):
+        legacy = stored_config(name)
+        modern = _modern_keys(legacy)
+        assert modern["model_type"] == "falcon" and "n_head" not in modern
+        assert model_facts(modern).blocks == model_facts(legacy).blocks
