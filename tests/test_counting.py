@@ -119,6 +119,15 @@ def test_frequency_condition():
     assert frequency_problem([math.pi / 2]) is None and frequency_problem([math.pi / 2], step=2) is not None
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1.01, 1e7), st.integers(1, 64))
+def test_standard_frequencies_meet_the_condition(base, planes):
+    """omega_i = base^(-2i/p) lie in (0, 1] and are distinct: the condition holds at steps 1 and 2."""
+    spec = AttentionSpec(8, 1, d_head_qk=2 * planes, rope_dims=2 * planes, rope_base=base)
+    assert frequency_problem(spec.rope_frequencies()) is None
+    assert frequency_problem(spec.rope_frequencies(), step=2) is None
+
+
 def test_repeated_frequency_refused():
     """A base so close to 1 that two planes share a frequency is refused, naming rope_base; one plane is fine."""
     base = 1 + 1e-13

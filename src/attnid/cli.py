@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 from . import __version__
@@ -109,9 +110,9 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _with_flags(message: str) -> str:
-    """Replace field/option names in a message by the flags that set them."""
-    for name, flag in {**FLAG_OF_FIELD, **FLAG_OF_OPTION}.items():
-        message = message.replace(f"{name}=", f"{flag}=")
+    """Write 'd_model=8' in a message as '--d-model=8' (a spec field set to a number)."""
+    for name, flag in FLAG_OF_FIELD.items():
+        message = re.sub(rf"(?<![\w-]){name}=(?=-?\d)", f"{flag}=", message)
     return message
 
 

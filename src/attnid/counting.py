@@ -30,7 +30,9 @@ Biases, jointly and marginally: b_Q enters only through b_Q^h (W_K^g)_u^T, so it
 Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks one):
   generic parameters and generic (not LayerNorm-ed) inputs; RoPE frequencies omega_i with
   omega_i not in pi Z and omega_i != +-omega_j mod 2 pi (integer positions: a repeated frequency
-  adds gl(k, C) per group of k planes); and enough positions, T >= T_min (`min_seq_len`):
+  adds gl(k, C) per group of k planes; the standard omega_i = base^(-2i/p) with base > 1 lie in
+  (0, 1] and are distinct, so they meet it, also doubled, unless base is within rounding of 1);
+  and enough positions, T >= T_min (`min_seq_len`):
 
     no RoPE (p = 0):                 T_min = 2
     RoPE, d_k <= d ("narrow" heads): T_min = 2 without a mask, 3 causal
