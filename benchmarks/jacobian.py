@@ -56,7 +56,9 @@ def run_one(method: str, d_model: int, heads: int, threads: int) -> dict:
         "peak_gib": jac.peak_memory_bytes() / 2**30,
         "measured": measured,
         "predicted": count(spec).unidentified,
-    }
+        "estimated_seconds": jac.estimate_cost(spec, "certificate" if method == "certificate" else "dense",
+                                               1.25 if method == "certificate" else 3.0).seconds,  # verify's guard
+    }  # fmt: skip
 
 
 def theta_size(spec) -> int:
@@ -93,7 +95,7 @@ def main() -> None:
             r = child(method, d_model, heads, args.threads)
             results.append(r)
             ok = "ok" if r["measured"] == r["predicted"] else "DISAGREE"
-            print(f"{r['spec']:28s} P={r['P']:6d} {method:12s} {r['seconds']:8.1f} s  peak {r['peak_gib']:5.2f} GiB  measured {r['measured']} ({ok})", flush=True)
+            print(f"{r['spec']:28s} P={r['P']:6d} {method:12s} {r['seconds']:8.1f} s (estimated {r['estimated_seconds']:.1f} s)  peak {r['peak_gib']:5.2f} GiB  measured {r['measured']} ({ok})", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
     by = {(r["spec"], r["method"]): r for r in results}
     naive_runs = [r for r in results if r["method"] == "naive"]

@@ -1,6 +1,5 @@
 """The Jacobian judge: rank routine, input sizing, verify calls, null-space directions, certificate, grids."""
 
-import argparse
 import math
 
 import pytest
@@ -8,7 +7,7 @@ import torch
 
 from attnid import AttentionSpec, Layout, count
 from attnid import jacobian as jac
-from attnid import verification_grid as grid
+from attnid.jacobian import verification
 
 
 def test_numerical_rank_of_known_rank_matrices():
@@ -43,8 +42,9 @@ def test_input_sizing_rule():
     assert thin.info_per_token == 2  # a token's output moves in at most H d_v + 1 = 2 directions
     causal = jac.input_sizing(AttentionSpec(8, 2, causal=True))
     assert causal.seq_len >= 2 * 8 // 2 + 1  # a causal query sees half the keys on average
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^oversample"):
         jac.input_sizing(spec, oversample=0)
+    assert jac.input_sizing(AttentionSpec(4, 1, rope_dims=4, causal=True), seq_len=2).seq_len == 2  # the user's T
 
 
 @pytest.mark.parametrize(
@@ -61,22 +61,23 @@ def test_input_sizing_rule():
 )
 def test_verify_agrees(spec):
     row = jac.verify(spec)
-    assert row["passed"], row
+    assert row["passed"] and row["status"] == "passed", row
+    assert row["margin"] >= jac.MIN_MARGIN and row["gap"] >= jac.MIN_GAP
     assert row["measured"] == row["predicted"] == count(spec).unidentified
     assert row["measured_half"] == row["measured"] and row["measured_other_seeds"] == str(row["measured"])
     assert row["symmetry_rank"] == row["predicted"] and row["symmetry_residual"] < 1e-13
     assert row["outside_min"] > 1e-6
-    assert row["sigma_dropped"] < 1e-13 < 1e-7 < row["sigma_kept"]
+    assert row["sigma_dropped"] < 1e-13 and row["sigma_kept"] > 1e-7
 
 
 def test_verify_detects_a_wrong_count(monkeypatch):
     """The check is not vacuous: a count off by one fails agree and directions_ok."""
     spec = AttentionSpec(8, 2, rope_dims=2)
     real = count(spec)
-    monkeypatch.setattr(jac, "count", lambda s: type(real)(real.total, real.unidentified + 1, real.breakdown))
+    monkeypatch.setattr(verification, "count", lambda s: type(real)(real.total, real.unidentified + 1, real.breakdown))
     row = jac.verify(spec, other_seeds=(), half_batch=False)
-    assert not row["passed"] and not row["agree"] and not row["directions_ok"]
-    assert "d8_h2" in grid.failures_message(__import__("pandas").DataFrame([row]))
+    assert not row["passed"] and not row["agree"] and not row["directions_ok"] and row["status"] == "failed"
+    assert "d8_h2" in jac.failures_message(__import__("pandas").DataFrame([row]))
 
 
 def test_too_few_tokens_lose_rank():
@@ -87,10 +88,10 @@ def test_too_few_tokens_lose_rank():
 
 def test_symmetry_directions_span_the_null_space():
     spec = AttentionSpec(4, 4, n_kv_heads=2, d_head_qk=6, d_head_v=5, rope_dims=2, biases="qkv")
-    res, J, theta, x, _ = jac.measure(spec)
+    res, J, theta, _, _ = jac.measure(spec)
     V = jac.symmetry_directions(spec, theta)
     Q = jac.orthonormal_basis(V)
-    assert V.shape[0] > Q.shape[1] == count(spec).unidentified  # generators dependent above d_model
+    assert V.shape[0] > Q.shape[1] == count(spec).unidentified  # more samples than dim T: rank V = dim T
     assert torch.linalg.matrix_norm(J @ Q, ord=2) < 1e-13 * res["sigma_max"]
     # the null space of J (right singular vectors past the rank) equals span Q
     _, _, vh = torch.linalg.svd(J, full_matrices=False)
@@ -100,21 +101,25 @@ def test_symmetry_directions_span_the_null_space():
         assert (J @ vec).norm() > 1e-6 * res["sigma_max"] * vec.norm(), name
 
 
-def test_symmetry_directions_agree_with_the_symmetry_projector():
-    """Independent derivations: the generators here and attnid.symmetry's projection onto T."""
-    symmetry = pytest.importorskip("attnid.symmetry")
+def test_orbit_tangents_lie_in_the_predicted_null_space():
+    """Independent derivations: the linearised group action (orbit_tangent) lies in the projector's range."""
+    from attnid import symmetry
+
     spec = AttentionSpec(4, 2, n_kv_heads=1, d_head_qk=6, d_head_v=3, rope_dims=2, biases="qvo")
     theta = Layout(spec).init(torch.Generator().manual_seed(4))
-    Q = jac.orthonormal_basis(jac.symmetry_directions(spec, theta))
-    projected = symmetry.project(spec, theta, Q.mT)  # (m, P)
-    torch.testing.assert_close(projected, Q.mT, rtol=1e-9, atol=1e-9)
+    gen = torch.Generator().manual_seed(5)
+    X = symmetry.commutant(spec, torch.randn(3, 6, 6, generator=gen, dtype=torch.float64))
+    Y = torch.randn(3, 3, 3, generator=gen, dtype=torch.float64)
+    tangents = symmetry.orbit_tangent(spec, theta, qk=X, vo=Y)  # (3, P)
+    torch.testing.assert_close(symmetry.project(spec, theta, tangents), tangents, rtol=1e-9, atol=1e-9)
 
 
 def test_commutant_basis_commutes_with_rope():
     from attnid.attention import apply_rope, rope_angles
+    from attnid.symmetry import commutant_basis
 
     spec = AttentionSpec(8, 1, d_head_qk=6, rope_dims=4)
-    basis = jac.commutant_basis(spec)
+    basis = commutant_basis(spec)
     assert basis.shape == (2 * 2 + 4, 6, 6)  # u^2 + p
     R = apply_rope(
         torch.eye(6, dtype=torch.float64), rope_angles(spec, 5, torch.float64, "cpu")[3:4]
@@ -125,16 +130,16 @@ def test_commutant_basis_commutes_with_rope():
 
 def test_certificate_matches_dense():
     spec = AttentionSpec(8, 4, n_kv_heads=2, rope_dims=2, biases="qkvo")
-    row = jac.certify(spec, block=64, log=lambda *a: None)
+    row = jac.verify(spec, method="certificate")
     assert row["certified"] and row["passed"] and row["measured"] == count(spec).unidentified
-    assert row["sigma_kept"] > jac.CERT_RTOL and row["sigma_dropped"] < 1e-13
+    assert row["sigma_kept"] > jac.CERT_RTOL and row["sigma_dropped"] < 1e-13 and row["margin"] > 0
     assert row["peak_memory_bytes"] > 0 and row["seconds_gram"] >= 0
 
 
 def test_certificate_fails_without_enough_rows():
     """With too few tokens J[:, S^c] is rank deficient: the shifted Cholesky must refuse."""
     row = jac.certify(AttentionSpec(16, 4), oversample=0.4, log=lambda *a: None)
-    assert not row["certified"] and row["measured"] is None and not row["passed"]
+    assert not row["certified"] and row["measured"] is None
 
 
 def test_accumulate_gram_lower_triangle():
@@ -150,20 +155,20 @@ def test_grid_expansion():
         {"name": "a", "d_model": [8], "n_heads": [4], "n_kv_heads": [1, 3, 4], "rope": ["none", "full", 6]},
         {"name": "b", "d_model": [8], "n_heads": [4], "biases": ["all"]},
     ]
-    specs = grid.expand_grid(families)
+    specs = jac.expand_grid(families)
     labels = [s.label for _, s in specs]
     assert len(labels) == len(set(labels))  # the MHA no-bias spec appears once, under family a
     assert sum(f == "a" for f, _ in specs) == 4  # G = 3 skipped; rope 6 > d_head 2 skipped
     assert sum(f == "b" for f, _ in specs) == 15
     with pytest.raises(ValueError, match="no valid spec"):
-        grid.expand_family({"name": "c", "d_model": [8], "n_heads": [3]})
+        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [3]})
     with pytest.raises(ValueError, match="unknown"):
-        grid.expand_family({"name": "c", "d_model": [8], "n_heads": [2], "heads": [1]})
-    assert grid.spec_from_fields({"d_model": 16, "n_heads": 4, "rope": "half"}).rope_dims == 2
+        jac.expand_family({"name": "c", "d_model": [8], "n_heads": [2], "heads": [1]})
+    assert jac.spec_from_fields({"d_model": 16, "n_heads": 4, "rope": "half"}).rope_dims == 2
 
 
 def test_bias_effects_table():
-    df = grid.bias_effects([{"d_model": 4, "n_heads": 2}], ["none", "full"], log=lambda *a: None)
+    df = jac.bias_effects([{"d_model": 4, "n_heads": 2}], ["none", "full"], log=lambda *a: None)
     assert len(df) == 2 * 4 * 2 and df["agree"].all()
     key = df[(df.bias == "k") & (df.others == "none")].set_index("rope")["measured"]
     assert key["none"] == 4 and key["full"] == 0  # b_K fully unidentified without RoPE, fully seen with
@@ -171,14 +176,9 @@ def test_bias_effects_table():
     assert value["none"] == 0 and value["qko"] == 4  # b_V is absorbed only when b_O is there
 
 
-def test_verify_cli_json():
-    from attnid.__main__ import main
+def test_verify_command_line_json(capsys):
+    from attnid.cli import main
 
-    args = argparse.Namespace(
-        seed=0, oversample=None, method="auto", dense_max_params=6000, device="cpu", threads=None, no_invariance=True
-    )
-    out = jac.verify_cli(AttentionSpec(4, 2, rope_dims=2, biases="k"), args)
-    assert out["passed"] and out["method"] == "dense" and {"predicted", "measured", "gap", "seconds"} <= set(out)
     assert (
         main(
             [
@@ -197,6 +197,8 @@ def test_verify_cli_json():
         )
         == 0
     )
+    out = capsys.readouterr().out
+    assert '"status": "passed"' in out and '"margin"' in out
 
 
 def test_random_small_specs():
@@ -208,7 +210,7 @@ def test_random_small_specs():
         G, r, k = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 7)
         spec = AttentionSpec(
             rng.randint(2, 5), G * r, G, k, rng.randint(1, 7), rope_dims=rng.choice([0, *range(2, k + 1, 2)]),
-            biases=rng.choice(grid.BIAS_SUBSETS), causal=rng.random() < 0.3,
+            biases=rng.choice(jac.BIAS_SUBSETS), causal=rng.random() < 0.3,
         )  # fmt: skip
         row = jac.verify(spec, other_seeds=(), half_batch=False)
         assert row["passed"], row

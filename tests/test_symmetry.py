@@ -15,9 +15,9 @@ from strategies import attention_specs
 from attnid import symmetry as S
 from attnid.attention import attention
 from attnid.counting import count
+from attnid.jacobian import BIAS_SUBSETS
 from attnid.layout import Layout
 from attnid.spec import AttentionSpec
-from attnid.verification_grid import BIAS_SUBSETS
 
 F64 = torch.float64
 

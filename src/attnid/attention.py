@@ -13,7 +13,10 @@ Maths (row convention), for query head h in KV group g = h // (H/G):
     Y   = sum_h softmax(S_h) V_g W_O^h + b_O
 
 RoPE rotates the first p dims of each query/key in planes (0,1), (2,3), ... by angle
-t * base^(-2i/p) at position t (Su et al. 2021, "RoFormer", eq. 34, interleaved form).
+t * omega_i, omega_i = base^(-2i/p), at position t (Su et al. 2021, "RoFormer", eq. 34,
+interleaved form). Positions default to 0..T-1; any position ids may be given (the scores depend
+on the differences t_query - t_key only), and explicit frequencies may replace base^(-2i/p)
+(to test what happens when the frequency hypotheses fail).
 """
 
 from __future__ import annotations
@@ -28,15 +31,28 @@ from .spec import AttentionSpec
 from .variants import adjust_scores, attention_weights, latent_qkv, normalize_qk
 
 
-def rope_angles(spec: AttentionSpec, T: int, dtype, device) -> torch.Tensor:
-    """Angles t * base^(-2i/p) of the p/2 rotation planes at positions t = 0..T-1: (T, p/2)."""
+def rope_frequencies(spec: AttentionSpec) -> torch.Tensor:
+    """omega_i = base^(-2i/p), i = 0..p/2-1: (p/2,) float64."""
     p = spec.rope_dims
-    freqs = spec.rope_base ** (-torch.arange(0, p, 2, dtype=torch.float64) / p)  # (p/2,)
-    return (torch.arange(T, dtype=torch.float64)[:, None] * freqs[None, :]).to(dtype=dtype, device=device)
+    return spec.rope_base ** (-torch.arange(0, p, 2, dtype=torch.float64) / p)
+
+
+def rope_angles(spec: AttentionSpec, positions, dtype, device, frequencies=None) -> torch.Tensor:
+    """Angles t * omega_i of the p/2 rotation planes: (..., T, p/2).
+
+    positions: an int T (positions 0..T-1) or position ids (..., T); frequencies: (p/2,) or None
+    for base^(-2i/p). Computed in float64, then cast.
+    """
+    if isinstance(positions, int):
+        positions = torch.arange(positions, dtype=torch.float64)
+    freqs = rope_frequencies(spec) if frequencies is None else torch.as_tensor(frequencies, dtype=torch.float64)
+    freqs = freqs.to(positions.device)
+    angles = positions.to(torch.float64)[..., :, None] * freqs  # (..., T, p/2)
+    return angles.to(dtype=dtype, device=device)
 
 
 def apply_rope(z: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate the first 2*angles.shape[-1] dims of z (..., T, k) pairwise by angles (T, p/2)."""
+    """Rotate the first 2*angles.shape[-1] dims of z (..., T, k) pairwise by angles (..., T, p/2)."""
     p = 2 * angles.shape[-1]
     if p == 0:
         return z
@@ -46,8 +62,19 @@ def apply_rope(z: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     return torch.cat((rotated, z[..., p:]), dim=-1)
 
 
-def attention(theta: torch.Tensor, x: torch.Tensor, spec: AttentionSpec, layout: Layout | None = None) -> torch.Tensor:
-    """Y = f(theta, X) for flat parameters theta (P,) and inputs x (B, T, d) or (T, d); returns x's shape."""
+def attention(
+    theta: torch.Tensor,
+    x: torch.Tensor,
+    spec: AttentionSpec,
+    layout: Layout | None = None,
+    positions: torch.Tensor | None = None,
+    frequencies: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Y = f(theta, X) for flat parameters theta (P,) and inputs x (B, T, d) or (T, d); returns x's shape.
+
+    positions: RoPE position ids (T,) or (B, T) (default 0..T-1); frequencies: (p/2,) RoPE
+    frequencies replacing base^(-2i/p). Both are ignored without RoPE.
+    """
     layout = layout or Layout(spec)
     w = layout.unflatten(theta)
     squeeze = x.dim() == 2
@@ -72,7 +99,9 @@ def attention(theta: torch.Tensor, x: torch.Tensor, spec: AttentionSpec, layout:
         v = v + w["b_V"][:, None, :]
     q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.variants), before RoPE
     if spec.rope_dims:
-        angles = rope_angles(spec, T, x.dtype, x.device)
+        angles = rope_angles(spec, T if positions is None else positions, x.dtype, x.device, frequencies)
+        if angles.dim() == 3:  # per-sequence positions (B, T, p/2): broadcast over the heads
+            angles = angles[:, None]
         q, k = apply_rope(q, angles), apply_rope(k, angles)
     k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
 

@@ -1,24 +1,24 @@
 """results/jacobian/bias_effects.csv: marginal unidentified dims of each bias, counted and measured,
-by RoPE variant, other biases present and head sizes (attnid.verification_grid.bias_effects). Fails on a
+by RoPE variant, other biases present and head sizes (attnid.jacobian.bias_effects). Fails on a
 disagreement."""
 
 import torch
 
-from attnid import verification_grid
-from attnid.device import resolve_device
+from attnid import jacobian
 from attnid.io import atomic_write_csv, log_to
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg = snakemake.params.cfg
-df = verification_grid.bias_effects(
+df = jacobian.bias_effects(
     cfg["bias_effects"]["bases"],
     cfg["bias_effects"]["rope"],
     seed=cfg["seeds"][0],
     oversample=cfg["oversample"],
-    device=resolve_device(snakemake.params.device),
+    device=snakemake.params.device,
     dtype=getattr(torch, cfg["dtype"]),
     rtol=cfg["rank_rtol"],
+    positions=cfg["positions"],
 )
 if not df["agree"].all():
     raise SystemExit(f"bias effects: counted and measured differ in\n{df[~df['agree']].to_string()}")

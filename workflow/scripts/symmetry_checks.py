@@ -3,7 +3,7 @@
 import torch
 
 from attnid.io import atomic_write_csv, log_to
-from attnid.symmetry_checks import check_grid
+from attnid.symmetry.checks import check_grid
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

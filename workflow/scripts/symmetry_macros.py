@@ -4,7 +4,7 @@ import pandas as pd
 
 from attnid.io import atomic_write_text, log_to
 from attnid.report.latex import macros
-from attnid.symmetry_checks import latex_number
+from attnid.symmetry.checks import latex_number
 
 log_to(snakemake.log[0])
 checks = pd.read_csv(snakemake.input.checks)

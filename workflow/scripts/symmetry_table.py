@@ -4,7 +4,7 @@ import pandas as pd
 
 from attnid.io import atomic_write_csv, atomic_write_text, log_to
 from attnid.report.latex import booktabs
-from attnid.symmetry_checks import summarize, summary_latex
+from attnid.symmetry.checks import summarize, summary_latex
 
 log_to(snakemake.log[0])
 summary = summarize(pd.read_csv(snakemake.input[0]))

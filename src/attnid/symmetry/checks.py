@@ -13,25 +13,16 @@ import math
 import pandas as pd
 import torch
 
-from .attention import attention
-from .counting import count, rope_dims_for
-from .latex import scientific
-from .layout import Layout
-from .spec import AttentionSpec
-from .symmetry import (
-    COMPUTE_DTYPE,
-    PARTS,
-    Projector,
-    act,
-    act_heads,
-    balance,
-    chance_overlap,
-    commutant,
-    group_element,
-    imbalance,
-    overlap,
-    permute_heads,
-)
+from ..attention import attention
+from ..counting import count
+from ..layout import Layout
+from ..report.latex import number
+from ..spec import AttentionSpec, parse_rope
+from .balance import balance
+from .conserved import imbalance
+from .group import act, act_heads, commutant, group_element, permute_heads
+from .projector import Projector, chance_overlap, overlap
+from .stacks import COMPUTE_DTYPE, PARTS
 
 
 def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 6), max_dense: int = 2000) -> dict:
@@ -109,13 +100,13 @@ def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 
 
 def grid_specs(d_model: int, heads, kv_groups, head_dims, rope, biases) -> list[AttentionSpec]:
     """The check grid: H in heads, G in kv_groups dividing H, d_head_qk = d_head_v in head_dims, each RoPE
-    variant (none/half/full, via attnid.counting.rope_dims_for; repeats skipped) and bias subset."""
+    variant (none/half/full, attnid.spec.parse_rope; repeats skipped) and bias subset."""
 
     specs = []
     for H, G, dh, variant, b in itertools.product(heads, kv_groups, head_dims, rope, biases):
         if H % G:
             continue
-        spec = AttentionSpec(d_model, H, G, d_head_qk=dh, d_head_v=dh, rope_dims=rope_dims_for(variant, dh), biases=b)
+        spec = AttentionSpec(d_model, H, G, d_head_qk=dh, d_head_v=dh, rope_dims=parse_rope(variant, dh), biases=b)
         if spec not in specs and (variant == "none" or spec.rope_dims):
             specs.append(spec)
     return specs
@@ -181,11 +172,7 @@ def summarize(checks):
 
 def latex_number(x: float) -> str:
     """3.1e-16 -> '\\ensuremath{3.1\\times10^{-16}}' (plain for 0.01 <= |x| < 1000 or 0, 'n/a' for nan)."""
-    if math.isnan(x):
-        return "n/a"
-    if x == 0 or 1e-2 <= abs(x) < 1e3:
-        return f"{x:.3g}"
-    return scientific(x)
+    return number(x, plain=(1e-2, 1e3))
 
 
 def summary_latex(summary):

@@ -1,7 +1,7 @@
 """The verification grids: specs from compact config families, verified in bulk, and the bias effects.
 
 A family in the config (`jacobian.grid` in config/*.yaml) is a dict of lists, one per spec field
-(d_model, n_heads, n_kv_heads, d_head_qk, d_head_v, rope, biases, causal); the family expands to the
+(SPEC_KEYS: the spec's field names, with the RoPE word or dims under `rope`); the family expands to the
 product of its lists (invalid combinations skipped). :func:`verify_grid` runs
 :func:`attnid.jacobian.verify` on each spec; :func:`bias_effects` measures, for each bias, how many of
 its entries are unidentified, as the difference of two measured unidentified dimensions.
@@ -11,42 +11,32 @@ from __future__ import annotations
 
 import itertools
 
-from .counting import count, rope_dims_for
-from .jacobian import DTYPE, RANK_RTOL, measure, spec_row, verify
-from .layout import Layout
-from .spec import AttentionSpec, SpecError
+from ..counting import count
+from ..layout import Layout
+from ..spec import AttentionSpec, SpecError
+from .dense import RANK_RTOL, measure, singular_values
+from .sizing import DTYPE
+from .verification import resolve_device_option, verify
 
 BIAS_SUBSETS = ["".join(c) for n in range(5) for c in itertools.combinations("qkvo", n)]  # all 16, '' first
 
-SPEC_KEYS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope", "biases", "causal")
-
-
-def _rope_dims(value, d_head_qk: int) -> int:
-    text = str(value).strip().lower()
-    return rope_dims_for(text, d_head_qk) if text in ("none", "half", "full") else int(text)
+# Config keys of a family or a spec: the AttentionSpec field names, with the RoPE word under `rope`.
+SPEC_KEYS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope", "rope_base", "biases", "causal")
 
 
 def spec_from_fields(fields: dict) -> AttentionSpec:
-    """A spec from config fields (d_model, n_heads, n_kv_heads, d_head_qk, d_head_v, rope, biases, causal).
-
-    rope: none | half | full | rotated dims (half and full as in the counting grid); absent = spec defaults.
-    """
+    """A spec from config fields (SPEC_KEYS; `rope` is the RoPE word or dims of attnid.spec.parse_rope)."""
     unknown = set(fields) - set(SPEC_KEYS)
     if unknown:
         raise ValueError(f"unknown spec keys {sorted(unknown)}; use {', '.join(SPEC_KEYS)}")
-    f = {key: fields.get(key) for key in SPEC_KEYS}
-    base = AttentionSpec(f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head_qk"], f["d_head_v"])
-    return AttentionSpec(
-        base.d_model, base.n_heads, base.n_kv_heads, base.d_head_qk, base.d_head_v,
-        rope_dims=_rope_dims(f["rope"] if f["rope"] is not None else "none", base.d_head_qk),
-        biases=f["biases"] or "", causal=bool(f["causal"]),
-    )  # fmt: skip
+    mapping = {("rope_dims" if key == "rope" else key): value for key, value in fields.items() if value is not None}
+    return AttentionSpec.from_config(mapping)
 
 
 def expand_family(family: dict) -> list[AttentionSpec]:
     """Specs of one grid family: the product of its lists (config `jacobian.grid`).
 
-    Keys: name, and lists for the fields of :func:`spec_from_fields` (omitted: spec defaults;
+    Keys: name, and lists for the keys of :func:`spec_from_fields` (omitted: spec defaults;
     biases may list 'all' for the 16 subsets). Combinations the spec rejects (a group count that
     does not divide the heads, RoPE wider than the head) are skipped; a family with no valid spec
     is an error.
@@ -89,10 +79,37 @@ def verify_grid(specs, log=print, **options):
         row = {"family": family, **verify(spec, **options)}
         rows.append(row)
         log(
-            f"{i + 1:3d}/{len(specs)} {'ok  ' if row['passed'] else 'FAIL'} {spec.label:32s} P={row['total']:5d} "
-            f"predicted={row['predicted']:4d} measured={row['measured']:4d} gap={row['gap']:.1f} {row['seconds']:.2f}s"
+            f"{i + 1:3d}/{len(specs)} {row['status']:9s} {spec.label:32s} P={row['total']:5d} "
+            f"predicted={row['predicted']:4d} measured={row['measured']} margin={row['margin']:.1f} "
+            f"gap={row['gap']:.1f} {row['seconds']:.2f}s"
         )
     return pd.DataFrame(rows)
+
+
+RATIO_POINT_COLUMNS = [
+    "label", "predicted", "measured", "ratio_measured", "sigma_kept", "sigma_dropped", "margin", "status", "passed",
+    "method", "seconds",
+]  # fmt: skip
+
+
+def ratio_points(ratios, max_params: int, log=print, **options):
+    """The measured unidentified dimension of each row of the counting ratio grid (a DataFrame of
+    spec rows with `total`), without the invariance and direction checks; rows above max_params are
+    skipped (logged). `options` go to :func:`attnid.jacobian.verify`."""
+    import pandas as pd
+
+    rows = []
+    for _, r in ratios.iterrows():
+        spec = AttentionSpec.from_row(r)
+        if int(r["total"]) > max_params:
+            log(f"skip {spec.label}: P={r['total']} > max_params={max_params}")
+            continue
+        res = verify(spec, other_seeds=(), half_batch=False, directions=False, **options)
+        measured = res["measured"]
+        res["ratio_measured"] = measured / res["total"] if measured is not None else float("nan")
+        rows.append({key: res[key] for key in RATIO_POINT_COLUMNS})
+        log(f"{spec.label}: predicted {res['predicted']}, measured {measured}, {res['status']}, {res['seconds']:.2f}s")
+    return pd.DataFrame(rows, columns=RATIO_POINT_COLUMNS)
 
 
 def failures_message(df, what: str = "specs") -> str:
@@ -101,7 +118,16 @@ def failures_message(df, what: str = "specs") -> str:
     lines = [f"{len(bad)} of {len(df)} {what} disagree:"]
     for _, row in bad.iterrows():
         why = [f"predicted={row['predicted']} measured={row['measured']}"]
-        for col in ("measured_half", "measured_seed", "symmetry_rank", "symmetry_residual", "outside_min"):
+        why.append(f"status={row['status']}") if "status" in row else None
+        for col in (
+            "measured_half",
+            "measured_other_seeds",
+            "margin",
+            "gap",
+            "symmetry_rank",
+            "symmetry_residual",
+            "outside_min",
+        ):
             if col in row and row[col] == row[col]:
                 why.append(f"{col}={row[col]:.3g}" if isinstance(row[col], float) else f"{col}={row[col]}")
         lines.append(f"  {row['label']}: " + ", ".join(why))
@@ -109,8 +135,9 @@ def failures_message(df, what: str = "specs") -> str:
 
 
 def bias_effects(
-    bases, ropes, seed: int = 0, oversample: float = 3.0, device=None, dtype=DTYPE, rtol: float = RANK_RTOL, log=print
-):
+    bases, ropes, seed: int = 0, oversample: float = 3.0, device="cpu", dtype=DTYPE, rtol: float = RANK_RTOL,
+    positions: str = "spread", log=print,
+):  # fmt: skip
     """How much of each bias is unidentified: count and Jacobian of (others + b) minus (others).
 
     For each base shape (spec fields without rope and biases), RoPE variant, bias letter b and
@@ -119,11 +146,11 @@ def bias_effects(
     """
     import pandas as pd
 
-    cache = {}
+    cache, device = {}, resolve_device_option(device)
 
     def both(spec):
         if spec.label not in cache:
-            measured = measure(spec, seed, oversample, device, rtol, dtype=dtype)[0]["measured"]
+            measured = measure(spec, seed, oversample, device, rtol, dtype=dtype, positions=positions)[0]["measured"]
             cache[spec.label] = (count(spec).unidentified, measured)
         return cache[spec.label]
 
@@ -138,7 +165,7 @@ def bias_effects(
                 "bias": letter,
                 "others": others or "none",
                 "rope": str(rope),
-                **{key: value for key, value in spec_row(with_b).items() if key not in ("label", "biases")},
+                **{key: value for key, value in with_b.to_row().items() if key not in ("label", "biases")},
                 "bias_params": Layout(with_b).size - Layout(without).size,
                 "counted": c1 - c0,
                 "measured": m1 - m0,
@@ -148,3 +175,23 @@ def bias_effects(
     df = pd.DataFrame(rows)
     df["agree"] = df["counted"] == df["measured"]
     return df
+
+
+def spectra(specs, seed: int = 0, oversample: float = 3.0, device="cpu", dtype=DTYPE, rtol: float = RANK_RTOL,
+            positions: str = "spread", log=print):  # fmt: skip
+    """All singular values of J / sigma_max of each spec, long format: label, index (1..P), sigma,
+    total, predicted_rank (= P - predicted unidentified), measured_rank, rank_rtol."""
+    import pandas as pd
+
+    frames, device = [], resolve_device_option(device)
+    for spec in specs:
+        sigma = singular_values(spec, seed, oversample, device, dtype, positions)
+        c = count(spec)
+        frame = pd.DataFrame({"label": spec.label, "index": range(1, len(sigma) + 1), "sigma": sigma.numpy()})
+        frame["total"] = c.total
+        frame["predicted_rank"] = c.identified
+        frame["measured_rank"] = int((sigma > rtol).sum())
+        frame["rank_rtol"] = rtol
+        frames.append(frame)
+        log(f"{spec.label}: P={c.total}, predicted rank {c.identified}, measured {frame['measured_rank'].iloc[0]}")
+    return pd.concat(frames, ignore_index=True)
