@@ -15,6 +15,7 @@ from attnid import provenance
 from attnid.device import DeviceError, resolve_device
 
 CONFIG = "config/smoke.yaml"
+RESULTS = "results/smoke"  # results_dir of the smoke preset
 
 
 def git(cwd, *args):
@@ -47,22 +48,38 @@ def test_config_hash_ignores_key_order_and_sees_values():
     assert re.fullmatch(r"[0-9a-f]{64}", provenance.config_sha256(a))
 
 
-def test_git_state_commit_dirty_and_changes(tmp_path):
+def test_git_state_commit_dirty_and_changes_to_the_code(tmp_path):
     assert provenance.git_state(tmp_path) == {"commit": None, "dirty": None, "changes_sha256": None}
     git(tmp_path, "init", "-q")
-    (tmp_path / "f.txt").write_text("one\n")
-    git(tmp_path, "add", "f.txt")
+    code = tmp_path / "src" / "f.py"
+    code.parent.mkdir()
+    code.write_text("one\n")
+    git(tmp_path, "add", "src/f.py")
     git(tmp_path, "commit", "-q", "-m", "c")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert provenance.git_state(tmp_path) == {"commit": head, "dirty": False, "changes_sha256": None}
-    (tmp_path / "f.txt").write_text("two\n")
+    (tmp_path / "README.md").write_text("not code\n")  # outside CODE_PATHS: still clean
+    assert provenance.git_state(tmp_path)["dirty"] is False
+    code.write_text("two\n")
     first = provenance.git_state(tmp_path)
     assert first["commit"] == head and first["dirty"] is True
-    (tmp_path / "f.txt").write_text("three\n")
+    code.write_text("three\n")
     assert provenance.git_state(tmp_path)["changes_sha256"] != first["changes_sha256"]
-    (tmp_path / "f.txt").write_text("one\n")
-    (tmp_path / "new.txt").write_text("untracked\n")  # a new file counts as a change too
+    code.write_text("one\n")
+    (tmp_path / "src" / "new.py").write_text("untracked\n")  # a new code file counts as a change too
     assert provenance.git_state(tmp_path)["dirty"] is True
+
+
+def test_code_hash_sees_code_content_not_other_files(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    before = provenance.code_sha256(tmp_path)
+    (tmp_path / "README.md").write_text("docs\n")
+    assert provenance.code_sha256(tmp_path) == before
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    assert provenance.code_sha256(tmp_path) != before
 
 
 def test_fingerprint_is_stable_and_complete(tmp_path, monkeypatch):
@@ -77,11 +94,15 @@ def test_fingerprint_is_stable_and_complete(tmp_path, monkeypatch):
     for name in ("snakemake", "numpy", "pandas", "attnid"):
         assert fp["packages"][name], name
     assert fp["python"] == sys.version.split()[0]
-    rec = provenance.record(fp)
+    rec = provenance.record(fp, tmp_path)
     assert rec["platform"]["cpu_count"] == os.cpu_count()
     assert rec["torch"]["cuda_available"] == torch.cuda.is_available()
     assert set(provenance.macros(rec)) == {
-        "ProvenanceCommit", "ProvenanceConfigHash", "ProvenanceTorch", "ProvenancePython", "ProvenanceDevice"
+        "ProvenanceCommit",
+        "ProvenanceConfigHash",
+        "ProvenanceTorch",
+        "ProvenancePython",
+        "ProvenanceDevice",
     }
 
 
@@ -115,7 +136,7 @@ def test_cuda_resolves_on_a_gpu_machine():
 
 def snakemake(work, *args):
     cmd = [sys.executable, "-m", "snakemake", *args, "--cores", "1", "--configfile", CONFIG]
-    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-4000:]
     return out.stdout + out.stderr
 
@@ -127,33 +148,48 @@ def planned(work, *targets):
 
 
 @pytest.mark.slow
-def test_provenance_rule_rebuilds_only_itself(tmp_path):
+def test_provenance_follows_the_code_and_ignores_everything_else(tmp_path):
     work = copy_tree(tmp_path / "repo")
     git(work, "init", "-q")
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "snapshot")
-    targets = ("results/provenance.json", "results/counting/ratios.csv")
+    targets = (f"{RESULTS}/provenance.json", f"{RESULTS}/counting/ratios.csv")
     snakemake(work, *targets)
 
-    rec = json.loads((work / "results/provenance.json").read_text())
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True).stdout.strip()
+    rec = json.loads((work / RESULTS / "provenance.json").read_text())
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert rec["git"] == {"commit": head, "dirty": False, "changes_sha256": None}
+    assert rec["code_sha256"] == provenance.code_sha256(work)
     assert set(rec["configfiles"]) == {"config/config.yaml", CONFIG}
     assert rec["device"] == "cpu" and rec["torch"]["version"] == torch.__version__
-    tex = (work / "results/macros/provenance.tex").read_text()
+    tex = (work / RESULTS / "macros/provenance.tex").read_text()
     assert f"\\newcommand{{\\ProvenanceCommit}}{{{head[:12]}}}" in tex
     assert planned(work, *targets) == set(), "a build that changed nothing rebuilt something"
 
-    # code changes (uncommitted): provenance is rebuilt, the counting output is not
+    # files no result depends on: a README edit (committed), an untracked note, a new test
+    (work / "README.md").write_text((work / "README.md").read_text() + "\nedited\n")
+    git(work, "commit", "-q", "-am", "README")
+    (work / "notes.txt").write_text("a note\n")
+    (work / "tests/test_new.py").write_text("# new\n")
+    assert planned(work, *targets) == set()
+
+    # the code (uncommitted): provenance is rebuilt, the counting output is not (it does not use the module)
     module = work / "src/attnid/provenance.py"
     module.write_text(module.read_text() + "\n# edited\n")
     assert planned(work, *targets) == {"provenance"}
     snakemake(work, *targets)
-    assert json.loads((work / "results/provenance.json").read_text())["git"]["dirty"] is True
-    assert "-dirty" in (work / "results/macros/provenance.tex").read_text()
+    assert json.loads((work / RESULTS / "provenance.json").read_text())["git"]["dirty"] is True
+    assert "-dirty" in (work / RESULTS / "macros/provenance.tex").read_text()
 
     # a config file edit (here only a comment: the effective config is unchanged) changes the
     # file's hash: provenance again, and only it
     config = work / CONFIG
     config.write_text(config.read_text() + "# edited\n")
     assert planned(work, *targets) == {"provenance"}
+
+
+def test_the_rerun_reason_is_one_short_line(tmp_path):
+    fp = provenance.fingerprint({"device": "cpu"}, tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{16}", provenance.fingerprint_sha256(fp))
