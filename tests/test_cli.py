@@ -137,3 +137,26 @@ def test_verify_small_spec():
     assert row["measured"] == row["predicted"] == attnid.count(attnid.AttentionSpec(4, 2, biases="qkvo")).unidentified
     text = run("verify", "--d-model", "4", "--heads", "2", "--no-invariance").stdout.splitlines()
     assert any(line.startswith("measured: ") for line in text)
+
+
+def test_verify_outside_the_hypotheses():
+    """Below T_min verify refuses; --outside-hypotheses measures it: 22 unidentified where the count says 20."""
+    pytest.importorskip("torch")
+    spec = [
+        "--d-model",
+        "4",
+        "--heads",
+        "1",
+        "--rope",
+        "full",
+        "--causal",
+        "--seq-len",
+        "2",
+        "--positions",
+        "contiguous",
+    ]
+    one_line_error(run("verify", *spec), "--seq-len")
+    out = run("verify", *spec, "--outside-hypotheses", "--no-invariance", "--json")
+    assert out.returncode == 1, out.stderr
+    row = json.loads(out.stdout)
+    assert (row["predicted"], row["measured"], row["status"]) == (20, 22, "failed")

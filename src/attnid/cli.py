@@ -3,6 +3,7 @@
     attnid count --d-model 4096 --heads 32 --kv-heads 8 --rope full
     attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # refused: below T_min
     attnid verify --d-model 16 --heads 4 --rope 2 --bias qkvo --json
+    attnid verify --d-model 4 --heads 1 --rope full --causal --seq-len 2 --outside-hypotheses  # 22, not 20
     attnid --version
 
 (`python -m attnid ...` is the same program.) Every spec flag maps onto one AttentionSpec field
@@ -106,6 +107,11 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action="store_true", help="print the estimate and each stage to stderr")
     parser.add_argument(
         "--no-invariance", action="store_true", help="skip the half-batch and second-seed re-measurements"
+    )
+    parser.add_argument(
+        "--outside-hypotheses",
+        action="store_true",
+        help="measure a spec that breaks a hypothesis of the count (e.g. --seq-len below T_min) against the naive count",
     )
 
 
@@ -211,6 +217,8 @@ def run_verify(args) -> int:
         options["max_memory_gb"] = args.max_memory_gb
     if args.dense_max_params is not None:
         options["dense_max_params"] = args.dense_max_params
+    if args.outside_hypotheses:
+        options["check_validity"] = False
     if args.no_invariance:
         options.update(other_seeds=(), half_batch=False)
     try:

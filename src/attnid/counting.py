@@ -184,7 +184,7 @@ def check_hypotheses(spec: AttentionSpec) -> None:
             "seq_len",
             f"{spec.seq_len} is below T_min = {min_seq_len(spec)} for this spec "
             f"({'causal' if spec.causal else 'no mask'}, {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}); "
-            "the function then identifies more directions than the count assumes",
+            "with fewer positions more directions stay unidentified than the count says",
         )
 
 
