@@ -69,8 +69,13 @@ def jacobian_rows(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float
     return jac.reshape(-1, theta.numel())
 
 
+def triangular_factor(J: torch.Tensor) -> torch.Tensor:
+    """R of J = Q R (Householder, backward stable): the same singular values as J, in a P x P matrix."""
+    return torch.linalg.qr(J, mode="r").R
+
+
 def rank_of(J: torch.Tensor, rtol: float = RANK_RTOL) -> tuple[dict, torch.Tensor]:
-    """numerical_rank of J and its singular values / sigma_max (descending)."""
+    """numerical_rank of J (rows >= columns, or its R factor) and its singular values / sigma_max (descending)."""
     sigma = torch.linalg.svdvals(J)
     return numerical_rank(sigma, rtol), (sigma / sigma.max()).cpu()
 
@@ -79,12 +84,15 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
     """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences."""
     start = time.perf_counter()
     J = jacobian_rows(f, theta, tokens)
-    rank, sigma = rank_of(J, rtol)
+    rows = (tokens.shape[0] // 2) * (J.shape[0] // tokens.shape[0])
+    R_half = triangular_factor(J[:rows])
+    R = triangular_factor(torch.cat([R_half, J[rows:]]))  # J's R, from the first half's
+    del J
+    rank, sigma = rank_of(R, rtol)
     P = theta.numel()
     out = {"measured": P - rank["rank"], **rank, "sigma": sigma, "positions": tokens.numel()}
     if half:
-        rows = (tokens.shape[0] // 2) * (J.shape[0] // tokens.shape[0])
-        out["measured_half"] = P - rank_of(J[:rows], rtol)[0]["rank"]
+        out["measured_half"] = P - rank_of(R_half, rtol)[0]["rank"]
     out["seconds"] = time.perf_counter() - start
     return out
 
@@ -105,13 +113,13 @@ def measure_weak(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, rtol: 
     row = {"P": ModelLayout(spec).size, "measured": at_eps["measured"], "measured_half": at_eps["measured_half"]}
     row.update({k: at_eps[k] for k in ("sigma_kept", "sigma_dropped", "gap", "positions", "seconds")})
     row["weak"] = 0
-    if spec.norm_eps > 0:
-        free = measure(spec.eps_free, seed, oversample, False, rtol)
+    if spec.norm_eps > 0 or (spec.attention.qk_norm != "none" and spec.attention.norm_eps > 0):
+        free = measure(spec.with_eps(0.0), seed, oversample, False, rtol)
         row["weak"] = free["measured"] - at_eps["measured"]
         rank = at_eps["rank"]
         if row["weak"] > 0:
             weak_sigma = at_eps["sigma"][rank - row["weak"] : rank]
-            ten = measure(spec.replace(norm_eps=10 * spec.norm_eps), seed, oversample, False, rtol)["sigma"][rank - row["weak"] : rank]
+            ten = measure(spec.with_eps(10.0), seed, oversample, False, rtol)["sigma"][rank - row["weak"] : rank]
             row["weak_sigma_min"], row["weak_sigma_max"] = float(weak_sigma.min()), float(weak_sigma.max())
             row["weak_move"] = float((ten / weak_sigma).median())
             row["sigma_strong"] = float(at_eps["sigma"][rank - row["weak"] - 1])

@@ -19,6 +19,7 @@ one :class:`attnid.spec.AttentionSpec` shared by every block.
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import asdict, dataclass
 
 from ..spec import AttentionSpec, SpecError
@@ -87,10 +88,11 @@ class ModelSpec:
     def gated(self) -> bool:
         return self.mlp in ("swiglu", "geglu")
 
-    @property
-    def eps_free(self) -> ModelSpec:
-        """The same model with eps = 0: the exact-symmetry limit (weak directions become exact)."""
-        return self.replace(norm_eps=0.0)
+    def with_eps(self, scale: float) -> ModelSpec:
+        """Every norm's eps (the model's and the attention layer's q/k norms) multiplied by `scale`;
+        scale 0 is the exact-symmetry limit, where the weakly identified directions become exact."""
+        attention = dataclasses.replace(self.attention, norm_eps=self.attention.norm_eps * scale)
+        return self.replace(norm_eps=self.norm_eps * scale, attention=attention)
 
     def replace(self, **changes) -> ModelSpec:
         fields = asdict(self)
