@@ -9,7 +9,7 @@ from attnid.workflow_config import ConfigError, check
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 SCHEMA = f"{workflow.basedir}/workflow/schemas/config.schema.yaml"
@@ -23,6 +23,7 @@ validate(config, SCHEMA)  # fills in the schema's defaults
 include: "workflow/rules/common.smk"
 include: "workflow/rules/counting.smk"
 include: "workflow/rules/jacobian.smk"
+include: "workflow/rules/hf.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/symmetry.smk"

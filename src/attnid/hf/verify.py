@@ -17,7 +17,6 @@ breaks), reported with the singular values that carry it (relative to the larges
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -107,20 +106,25 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
 
 
 def verification_table(cases=DEFAULT_CASES, seed: int = 0, oversample: float = 3.0, log=print, **shrink_options):
-    """One row per case (stored config name, overrides, layer): the DataFrame of :func:`verify_module` rows."""
+    """The DataFrame of :func:`verify_module` rows, one per case: (stored config name, overrides, layer)
+    or a mapping {config, overrides, layer} (the workflow config's form); shrink_options go to `shrink`."""
     import pandas as pd
 
     from . import stored_config
 
     rows = []
-    for name, overrides, layer in cases:
+    for case in cases:
+        if isinstance(case, dict):
+            case = (case["config"], case.get("overrides") or {}, case.get("layer", 0))
+        name, overrides, layer = case
         cfg = shrink({**stored_config(name), **overrides}, **shrink_options)
-        label = name + "".join(f" +{k}" for k in overrides)
+        label = name + "".join(f" {k}={v}" for k, v in overrides.items()) + (f" layer {layer}" if layer else "")
         row = verify_module(cfg, seed=seed, layer=layer, oversample=oversample, name=label)
         rows.append(row)
         log(
-            f"{label:32s} {row['model_class']:22s} P={row['P']:5d} count={row['count']:4d} measured={row['measured']:4d}"
-            f" weak {row['weakly_count']}/{row['weakly_measured']} gap={row['gap']:.1f} {'ok' if row['agree'] else 'DISAGREE'}"
+            f"{label:32s} {row['model_class']:22s} P={row['P']:5d} count={row['count']:4d}"
+            f" measured={row['measured']:4d} weak {row['weakly_count']}/{row['weakly_measured']}"
+            f" gap={row['gap']:.1f} {'ok' if row['agree'] else 'DISAGREE'} ({row.get('seconds', 0):.1f} s)"
         )
     return pd.DataFrame(rows)
 
@@ -132,7 +136,3 @@ def disagreements(df) -> str:
         f"{r.case}: count {r.count} (weak {r.weakly_count}), measured {r.measured} (weak {r.weakly_measured}), P {r.P} vs spec {r.P_spec}"
         for r in bad.itertuples()
     )
-
-
-def decades(x: float) -> float:
-    return math.log10(x) if x > 0 else float("-inf")
