@@ -135,10 +135,42 @@ def test_repeated_frequency_refused():
         count(AttentionSpec(8, 2, rope_dims=4, rope_base=base))
     assert err.value.field == "rope_base" and "same frequency" in str(err.value)
     check_hypotheses(AttentionSpec(8, 2, rope_dims=2, rope_base=base))
-    assert (
-        count(AttentionSpec(8, 2, rope_dims=4, rope_base=base), check=False).unidentified
-        == count(AttentionSpec(8, 2, rope_dims=4)).unidentified
-    )
+    # counted anyway, the two planes are one GL(2, C) per group: 8 instead of 2 x 2
+    collided = count(AttentionSpec(8, 2, rope_dims=4, rope_base=base), check=False)
+    assert collided.unidentified == count(AttentionSpec(8, 2, rope_dims=4)).unidentified + 2 * (8 - 4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, frequencies, unidentified",
+    [
+        ({"d_model": 4, "n_heads": 1, "rope_dims": 4}, [1.0, 1.0], 24),  # gl(2, C): 8 instead of 4
+        ({"d_model": 4, "n_heads": 1, "rope_dims": 4}, [1.0, 1.0 + 2 * math.pi], 24),  # equal mod 2 pi
+        ({"d_model": 4, "n_heads": 1, "rope_dims": 4}, [1.0, 2 * math.pi - 1.0], 24),  # equal up to sign
+        ({"d_model": 4, "n_heads": 1, "rope_dims": 4}, [math.pi, 1.0], 22),  # a half turn: GL(2, R)
+        ({"d_model": 4, "n_heads": 1, "rope_dims": 4}, [0.0, 1.0], 22),  # a plane that never turns
+        ({"d_model": 6, "n_heads": 1, "rope_dims": 6}, [1.0, 1.0, 1.0], 54),  # gl(3, C): 18 instead of 6
+        ({"d_model": 6, "n_heads": 1, "rope_dims": 6}, [math.pi, math.pi, 1.0], 54),  # GL(4, R) + C^*
+        ({"d_model": 6, "n_heads": 1, "d_head_qk": 6, "rope_dims": 4}, [0.0, 1.0], 54),  # GL(4) + C^*
+    ],
+)
+def test_collided_frequencies(kwargs, frequencies, unidentified):
+    """Refused by default (naming `frequencies`); counted by their commutant with check=False, as measured."""
+    spec = AttentionSpec(**kwargs)
+    with pytest.raises(SpecError) as err:
+        count(spec, frequencies=frequencies)
+    assert err.value.field == "frequencies"
+    assert count(spec, check=False, frequencies=frequencies).unidentified == unidentified
+
+
+@pytest.mark.parametrize("frequencies", [[1.0, 1.0], [math.pi, 1.0], [0.0, 1.0]])
+def test_collided_frequencies_against_the_jacobian(frequencies):
+    pytest.importorskip("torch")
+    from attnid.jacobian import verify
+
+    spec = AttentionSpec(4, 1, rope_dims=4)
+    options = {"positions": "contiguous", "other_seeds": (), "half_batch": False, "directions": False}
+    row = verify(spec, frequencies=frequencies, check_validity=False, **options)
+    assert row["measured"] == count(spec, check=False, frequencies=frequencies).unidentified > row["predicted"]
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,9 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
   generic parameters and generic (not LayerNorm-ed) inputs; RoPE frequencies omega_i with
   omega_i not in pi Z and omega_i != +-omega_j mod 2 pi (integer positions: a repeated frequency
   adds gl(k, C) per group of k planes; the standard omega_i = base^(-2i/p) with base > 1 lie in
-  (0, 1] and are distinct, so they meet it, also doubled, unless base is within rounding of 1);
+  (0, 1] and are distinct, so they meet it, also doubled, unless base is within rounding of 1;
+  `count(spec, check=False, frequencies=...)` counts collided planes by their commutant,
+  `rope_clusters`, as measured: d4 k4 [1, 1]: 24, [pi, 1] and [0, 1]: 22 instead of 20);
   and enough positions, T >= T_min (`min_seq_len`):
 
     no RoPE (p = 0):                 T_min = 2
@@ -146,6 +148,30 @@ def frequency_problem(frequencies, step: int = 1) -> str | None:
     return None
 
 
+def rope_clusters(frequencies) -> tuple[int, int, list[int]]:
+    """(planes at angle 0, planes at pi, sizes of the other groups of planes equal up to sign), angles mod 2 pi.
+
+    The rotation R(1) of the planes has eigenvalues e^{+-i omega}; its commutant, the symmetry a
+    group's queries and keys keep, is GL over each eigenspace: planes at 0 join the unrotated
+    dims, planes at pi form one real block (R = -I there), and each other group of k planes is one
+    GL(k, C). Distinct generic frequencies give (0, 0, [1, 1, ...]): one C^* per plane.
+    """
+    two_pi = 2 * math.pi
+    folded = []  # angle in [0, pi]: omega and -omega mod 2 pi are the same plane read backwards
+    for w in frequencies:
+        a = float(w) % two_pi
+        folded.append(min(a, two_pi - a))
+    zero = sum(a < FREQUENCY_TOL for a in folded)
+    half_turn = sum(abs(a - math.pi) < FREQUENCY_TOL for a in folded)
+    clusters: list[list[float]] = []
+    for a in sorted(x for x in folded if FREQUENCY_TOL <= x and abs(x - math.pi) >= FREQUENCY_TOL):
+        if clusters and a - clusters[-1][-1] < FREQUENCY_TOL:
+            clusters[-1].append(a)
+        else:
+            clusters.append([a])
+    return zero, half_turn, [len(c) for c in clusters]
+
+
 def min_seq_len(spec: AttentionSpec) -> int:
     """T_min: the shortest sequence at which the count holds (rule and measurements in the module docstring)."""
     p, k = spec.rope_dims, spec.d_head_qk
@@ -173,10 +199,25 @@ def hypotheses(spec: AttentionSpec) -> tuple[str, ...]:
     return tuple(conditions)
 
 
-def check_hypotheses(spec: AttentionSpec) -> None:
-    """Raise SpecError (naming the field to change) if the spec breaks a hypothesis of the count."""
+def _frequencies(spec: AttentionSpec, frequencies) -> list[float]:
+    """The spec's RoPE frequencies, or the given ones (p/2 of them)."""
+    if frequencies is None:
+        return spec.rope_frequencies()
+    frequencies = [float(w) for w in frequencies]
+    if len(frequencies) != spec.rope_planes:
+        raise SpecError("frequencies", f"{len(frequencies)} given, the spec has {spec.rope_planes} rotation planes")
+    return frequencies
+
+
+def check_hypotheses(spec: AttentionSpec, frequencies=None) -> None:
+    """Raise SpecError (naming the field to change) if the spec breaks a hypothesis of the count.
+
+    frequencies: RoPE angles per position replacing base^(-2i/p) (as the Jacobian check accepts them).
+    """
     if spec.rope_dims:
-        problem = frequency_problem(spec.rope_frequencies())
+        problem = frequency_problem(_frequencies(spec, frequencies))
+        if problem and frequencies is not None:
+            raise SpecError("frequencies", f"the count cannot use these RoPE frequencies: {problem}")
         if problem:
             raise SpecError("rope_base", f"{spec.rope_base!r} gives RoPE frequencies the count cannot use: {problem}")
     if spec.seq_len is not None and spec.seq_len < min_seq_len(spec):
@@ -188,21 +229,26 @@ def check_hypotheses(spec: AttentionSpec) -> None:
         )
 
 
-def count(spec: AttentionSpec, check: bool = True) -> Counts:
+def count(spec: AttentionSpec, check: bool = True, frequencies=None) -> Counts:
     """Exact total / unidentified counts with a breakdown by source (see the module docstring).
 
     With check=True (default) a spec that breaks a hypothesis of the count is refused with a
-    SpecError naming the field; check=False returns the generic count regardless (for measuring
-    how a broken hypothesis changes the measurement).
+    SpecError naming the field. check=False counts it anyway: T below T_min is ignored (the
+    count is then a lower bound), and RoPE planes whose frequencies collide are counted by their
+    commutant (`rope_clusters`): planes at 0 join the unrotated dims, planes at pi form one real
+    product, each group of k equal planes one complex product (2 k^2 when k fits: gl(k, C)).
+    frequencies: RoPE angles per position replacing base^(-2i/p), as in the Jacobian check.
     """
     if check:
-        check_hypotheses(spec)
+        check_hypotheses(spec, frequencies)
     d, G, r = spec.d_model, spec.n_kv_heads, spec.group_size
     k, v, p = spec.d_head_qk, spec.d_head_v, spec.rope_dims
-    u = k - p
-    m_q = d + spec.has_bias("q")
+    zero, half_turn, clusters = rope_clusters(_frequencies(spec, frequencies)) if p else (0, 0, [])
+    u = k - p + 2 * zero  # planes at angle 0 do not rotate
+    rows = r * (d + spec.has_bias("q"))  # the group's stacked queries [W_Q^h; b_Q^h]
 
-    query_key = G * (_fibre_of_product(r * m_q, d, u) + p)
+    rotated = _fibre_of_product(rows, d, 2 * half_turn) + sum(2 * _fibre_of_product(rows, d, c) for c in clusters)
+    query_key = G * (_fibre_of_product(rows, d, u) + rotated)
     key_bias = G * u if spec.has_bias("k") else 0
     value_output = G * _fibre_of_product(d, r * d, v)
     if not spec.has_bias("v"):
