@@ -123,3 +123,23 @@ def test_notebooks_are_stored_clean_with_language_info(name):
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
     assert "snakemake.input" in "".join("".join(c["source"]) for c in code)
+
+
+NOTEBOOKS = sorted(p.name.removesuffix(".py.ipynb") for p in (ROOT / "notebooks").glob("*.py.ipynb"))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebooks_are_paired_with_a_readable_script_and_have_a_parameter_cell(name):
+    """jupytext pairing: notebooks/<name>.py (percent format) holds the same cells, so diffs are
+    readable; the first code cell is tagged `parameters` and chooses the preset whose results it reads."""
+    import jupytext
+
+    notebook = jupytext.read(ROOT / "notebooks" / f"{name}.py.ipynb")
+    script = ROOT / "notebooks" / f"{name}.py"
+    assert script.is_file(), f"no paired script: jupytext --set-formats .py.ipynb,py:percent notebooks/{name}.py.ipynb"
+    paired = jupytext.read(script)
+    assert [c.source for c in notebook.cells] == [c.source for c in paired.cells], f"out of sync: jupytext --sync {script}"
+    assert "py:percent" in notebook.metadata["jupytext"]["formats"]
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", []), "the first code cell is the parameter cell"
+    assert "preset" in code[0].source

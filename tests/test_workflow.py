@@ -1,5 +1,6 @@
 """The Snakemake workflow: dry run of `all`, config validation, lint and formatting."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,26 @@ def test_a_config_error_is_one_line_naming_the_key(args, line):
 def test_nested_config_values_are_typed_and_merged():
     out = snakemake("counting_ratios", "-n", "--quiet", "rules", "--config", "counting={d_model: 32}")
     assert out.returncode == 0, out.stdout + out.stderr  # heads etc. kept from the preset, '32' read as 32
+
+
+@pytest.mark.slow
+def test_d_builds_into_another_directory(tmp_path):
+    """`-d DIR` (or running from elsewhere with -s): every path the rules name resolves from the repository."""
+    out = snakemake(
+        "table_counting", "--cores", "1", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+        f"--configfile={ROOT / 'config/smoke.yaml'}", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "results/smoke/tables/counting.tex").is_file()
+
+
+@pytest.mark.parametrize("preset", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml"])
+def test_presets_write_side_by_side(preset):
+    """Each preset has its own results folder, so one preset's build never reschedules another's."""
+    results = yaml.safe_load((ROOT / preset).read_text())["results_dir"]
+    out = snakemake("-n", "--forceall", "all", f"--configfile={preset}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    outputs = set(re.findall(r"output: (\S+)", out.stdout + out.stderr))
+    assert outputs and all(o.rstrip(",").startswith(results + "/") for o in outputs), [
+        o for o in outputs if not o.startswith(results)
+    ][:5]

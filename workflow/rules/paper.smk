@@ -22,7 +22,7 @@ rule paper:
     input:
         script_inputs("paper.py"),
         tex=PAPER_SOURCES,
-        bib="paper/references.bib",
+        bib=os.path.relpath(os.path.join(REPO, "paper", "references.bib")),
         macros=rules.macros.output[0],
         tables=lambda wildcards: TARGETS["tables"],
         figures=lambda wildcards: [f for f in TARGETS["figures"] if f.endswith(".pdf")],
