@@ -2,6 +2,8 @@
 
     attnid count --d-model 4096 --heads 32 --kv-heads 8 --rope full
     attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # refused: below T_min
+    attnid count --hf-config path/to/config.json --json                    # every layer of a real model
+    attnid count --model qwen3_8b                                          # a shipped published config
     attnid verify --d-model 16 --heads 4 --rope 2 --bias qkvo --json
     attnid verify --d-model 4 --heads 1 --rope full --causal --seq-len 2 --outside-hypotheses  # 22, not 20
     attnid --version
@@ -24,6 +26,7 @@ import sys
 
 from . import __version__
 from .counting import count
+from .hf import command_line as hf
 from .spec import AttentionSpec, SpecError
 
 # Spec field -> the flag that sets it (so errors name what the user typed).
@@ -191,6 +194,15 @@ def _print(result: dict, as_json: bool) -> None:
 
 
 def run_count(args) -> int:
+    if hf.wants_hf(args):  # a real model: every layer of a config.json (attnid.hf)
+        try:
+            result = hf.count_from_args(args)
+        except SpecError as err:
+            raise UsageError(str(err)) from None
+        _print(result, args.json)
+        return 0
+    if args.d_model is None or args.heads is None:
+        raise UsageError("--d-model and --heads are required (or --hf-config PATH, or --model NAME)")
     spec = spec_from_args(args)
     try:
         counts = count(spec)
@@ -238,6 +250,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     p_count = sub.add_parser("count", help="exact total / identified / unidentified parameter counts (no torch)")
     add_spec_arguments(p_count)
+    hf.add_hf_arguments(p_count)
     p_count.set_defaults(func=run_count)
     p_verify = sub.add_parser("verify", help="measure the unidentified dimension by Jacobian rank and compare")
     add_spec_arguments(p_verify)
