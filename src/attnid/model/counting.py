@@ -21,8 +21,8 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    a beta or the map has a bias (the offset beta W is a bias); an output bias whenever something
    else adds a constant at the same point (a parallel block's MLP down bias).
 4. Residual centring, writing side: when every reader of the stream is a LayerNorm, the stream's
-   component along 1 is invisible, so each row of every map writing into it (E, positions, W_O,
-   b_O, W_down, b_down) has one free entry.
+   component along 1 is invisible, so each row of every map writing into it (E, positions in use,
+   W_O, b_O, W_down, b_down) has one free entry. Learned position rows beyond seq_len: d each.
 5. Residual gauge: the stream h -> c h R with R orthogonal on what the norms read (O(d - 1) on the
    centred stream for LayerNorm, O(d) for RMSNorm), writers multiplied by c R, readers by
    (c R)^-1 after the gains. Without a final norm (the unembedding reads the raw stream) the
@@ -109,7 +109,11 @@ def _readers(spec: ModelSpec, what: str) -> list[tuple[int, bool]]:
     """(output width, has bias) of each linear map reading a norm: 'attn', 'mlp' or 'head'."""
     a = spec.attention
     if what == "attn":
-        return [(a.n_heads * a.d_head_qk, a.has_bias("q")), (a.n_kv_heads * a.d_head_qk, a.has_bias("k")), (a.n_kv_heads * a.d_head_v, a.has_bias("v"))]
+        return [
+            (a.n_heads * a.d_head_qk, a.has_bias("q")),
+            (a.n_kv_heads * a.d_head_qk, a.has_bias("k")),
+            (a.n_kv_heads * a.d_head_v, a.has_bias("v")),
+        ]
     if what == "mlp":
         return [(spec.d_ff, spec.mlp_bias)] * (2 if spec.gated else 1)
     return [(spec.vocab_size, spec.lm_head_bias)]
@@ -164,9 +168,13 @@ def count_model(spec: ModelSpec) -> ModelCounts:
         head_norm = spec.final_norm and not tied  # the final norm's only reader is a free linear map
         b["norm_gain"] = d * (block_norms + head_norm)
         b["norm_bias"] = d * beta * (block_norms + head_norm + (spec.final_norm and tied and spec.lm_head_bias))
-        b["centring_readers"] = L * (_centring_readers(spec, _readers(spec, "attn")) + _centring_readers(spec, _readers(spec, "mlp")))
+        b["centring_readers"] = L * (
+            _centring_readers(spec, _readers(spec, "attn")) + _centring_readers(spec, _readers(spec, "mlp"))
+        )
         b["centring_readers"] += _centring_readers(spec, head) if head_norm else 0
-        b["centring_writers"] = (0 if tied else V) + spec.max_positions * learned + L * writes_per_layer if centred else 0
+        b["centring_writers"] = (
+            (0 if tied else V) + spec.seq_len * learned + L * writes_per_layer if centred else 0
+        )
         rotations = d_c * (d_c - 1) // 2
         if tied:
             b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)
@@ -174,6 +182,7 @@ def count_model(spec: ModelSpec) -> ModelCounts:
             b["residual_rotations"], scales = rotations + (0 if spec.final_norm or not ln else d), 1
         b["mlp_hidden"] = L * hidden_units
         b["embeddings"] = d_out if learned and not tied else 0
+        b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
         if spec.parallel and not learned and _mlp_effective(spec, d_c, d_out, beta) > V * d_out:
             raise SpecError(
                 "vocab_size",

@@ -46,7 +46,9 @@ def mlp(x: torch.Tensor, w: dict, prefix: str, spec: ModelSpec) -> torch.Tensor:
     return linear(hidden, "down")
 
 
-def logits(theta: torch.Tensor, tokens: torch.Tensor, spec: ModelSpec, layout: ModelLayout | None = None) -> torch.Tensor:
+def logits(
+    theta: torch.Tensor, tokens: torch.Tensor, spec: ModelSpec, layout: ModelLayout | None = None
+) -> torch.Tensor:
     """Logits (B, T, V) of token ids (B, T) (or (T,) -> (T, V)) for flat parameters theta (P,)."""
     layout = layout or ModelLayout(spec)
     w = layout.unflatten(theta)
@@ -54,8 +56,8 @@ def logits(theta: torch.Tensor, tokens: torch.Tensor, spec: ModelSpec, layout: M
     if squeeze:
         tokens = tokens[None]
     T = tokens.shape[1]
-    if T > spec.max_positions:
-        raise ValueError(f"sequence length {T} exceeds max_positions={spec.max_positions}")
+    if T > spec.seq_len:
+        raise ValueError(f"sequence length {T} exceeds seq_len={spec.seq_len}")
     h = w["embed"][tokens] * spec.embed_scale  # (B, T, d)
     if "pos" in w:
         h = h + w["pos"][:T]
@@ -64,7 +66,7 @@ def logits(theta: torch.Tensor, tokens: torch.Tensor, spec: ModelSpec, layout: M
     for layer in range(spec.n_layers):
         p = f"layers.{layer}"
 
-        def attn(x):
+        def attn(x, p=p):
             return attention(w[f"{p}.attn"], x, spec.attention, layout.attention_layout)
 
         if spec.norm_position == "post":

@@ -5,7 +5,7 @@ rule (:func:`model_sizing`): a position's logits move, to first order, by dx U +
 upstream parameters reach them only through the final residual row x, which carries at most
 info = min(V, d) independent directions (d - 1 after a LayerNorm, fewer for the first tokens of
 a causal model); so we take N = ceil(oversample * P / info) positions, oversample = 3, in
-B = ceil(N / T) sequences of the full length T = max_positions (every position row is read).
+B = ceil(N / T) sequences of the full length T = seq_len (every position row in use is read).
 Tokens are drawn balanced (each vocabulary entry equally often, then shuffled), so every
 embedding row is seen at least N / V >= 3 d times for the sizes used here. The count is
 re-measured on the first half of the sequences and at another seed (new theta and tokens).
@@ -39,7 +39,7 @@ DTYPE = torch.float64
 class ModelSizing:
     info_per_position: int  # min(V, d)
     positions: int  # N = ceil(oversample * P / info)
-    seq_len: int  # T = max_positions
+    seq_len: int  # T = spec.seq_len
     batch: int  # B = max(2, ceil(N / T))
 
 
@@ -48,7 +48,7 @@ def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
     P = ModelLayout(spec).size
     info = min(spec.vocab_size, spec.d_model)
     positions = math.ceil(oversample * P / info)
-    T = spec.max_positions
+    T = spec.seq_len
     return ModelSizing(info, positions, T, max(2, math.ceil(positions / T)))
 
 
@@ -62,7 +62,6 @@ def random_tokens(spec: ModelSpec, sizing: ModelSizing, generator: torch.Generat
 
 def jacobian_rows(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28) -> torch.Tensor:
     """J (B T V, P) of f(theta, tokens (T,)) -> (T, V), per sequence, vmapped in chunks."""
-    B, T = tokens.shape
     out_per_seq = f(theta, tokens[0]).numel()
     chunk = max(1, int(max_bytes // (out_per_seq * theta.numel() * theta.element_size())))
     jac = vmap(jacrev(f), in_dims=(None, 0), chunk_size=chunk)(theta, tokens)  # (B, T, V, P)
@@ -97,7 +96,9 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
     return out
 
 
-def measure(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, half: bool = True, rtol: float = RANK_RTOL) -> dict:
+def measure(
+    spec: ModelSpec, seed: int = 0, oversample: float = 3.0, half: bool = True, rtol: float = RANK_RTOL
+) -> dict:
     """Dense measurement of the model's own function at a random point (theta, tokens) drawn from `seed`."""
     layout = ModelLayout(spec)
     gen = torch.Generator().manual_seed(int(seed))

@@ -1,6 +1,6 @@
 """The whole-model vocabulary: :class:`ModelSpec`, one transformer language model as a function.
 
-A model maps token ids (B, T), T <= max_positions, to logits (B, T, V):
+A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V):
 
     h_0 = s E[tok] (+ E_pos[0..T-1] if positions == "learned")      (B, T, d)   s = embed_scale
     (h_0 = Norm_emb(h_0) if embedding_norm)
@@ -18,8 +18,8 @@ one :class:`attnid.spec.AttentionSpec` shared by every block.
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import math
 from dataclasses import asdict, dataclass
 
 from ..spec import AttentionSpec, SpecError
@@ -48,21 +48,29 @@ class ModelSpec:
     parallel: bool = False  # attention and MLP read the same stream (GPT-J, GPT-NeoX, Falcon)
     shared_norm: bool = False  # parallel blocks with one norm for both branches (GPT-J, Falcon)
     positions: str = "learned"  # learned | rope | none
-    max_positions: int = 8  # positions the model is used on (learned table rows)
+    max_positions: int = 8  # rows of the learned position table (the longest sequence the model takes)
     tied: bool = False  # unembedding = E^T
     final_norm: bool = True
     embedding_norm: bool = False  # a norm right after the embeddings (BERT)
     embed_scale: float = 1.0  # Gemma multiplies the embeddings by sqrt(d)
     lm_head_bias: bool = False
+    seq_len: int | None = None  # positions the model is used on (default max_positions); learned rows beyond it are unread
 
     def __post_init__(self):
-        for name in ("vocab_size", "n_layers", "d_ff", "max_positions"):
+        if self.seq_len is None:
+            object.__setattr__(self, "seq_len", self.max_positions)
+        for name in ("vocab_size", "n_layers", "d_ff", "max_positions", "seq_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise SpecError(name, f"must be a positive integer, got {value!r}")
         if not isinstance(self.attention, AttentionSpec):
             raise SpecError("attention", f"must be an AttentionSpec, got {type(self.attention).__name__}")
-        for name, allowed in (("mlp", MLPS), ("norm", NORMS), ("positions", POSITIONS), ("norm_position", NORM_POSITIONS)):
+        for name, allowed in (
+            ("mlp", MLPS),
+            ("norm", NORMS),
+            ("positions", POSITIONS),
+            ("norm_position", NORM_POSITIONS),
+        ):
             if getattr(self, name) not in allowed:
                 raise SpecError(name, f"must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.norm == "rmsnorm" and self.norm_bias:
@@ -70,15 +78,19 @@ class ModelSpec:
         if not (self.norm_eps >= 0 and math.isfinite(self.norm_eps)):
             raise SpecError("norm_eps", f"must be finite and >= 0, got {self.norm_eps!r}")
         if (self.positions == "rope") != (self.attention.rope_dims > 0):
-            raise SpecError("positions", f"'{self.positions}' but the attention spec has rope_dims={self.attention.rope_dims}")
+            raise SpecError(
+                "positions", f"'{self.positions}' but the attention spec has rope_dims={self.attention.rope_dims}"
+            )
         if self.shared_norm and not self.parallel:
             raise SpecError("shared_norm", "only parallel blocks share a norm")
         if self.parallel and self.norm_position == "post":
             raise SpecError("parallel", "parallel blocks are modelled pre-LN only")
         if self.norm_position == "post" and self.final_norm:
             raise SpecError("final_norm", "a post-LN model ends with its last block's norm; set final_norm false")
-        if self.attention.seq_len is not None and self.attention.seq_len < self.max_positions:
-            raise SpecError("max_positions", f"{self.max_positions} exceeds the attention spec's seq_len")
+        if self.seq_len > self.max_positions:
+            raise SpecError("seq_len", f"{self.seq_len} exceeds max_positions={self.max_positions}")
+        if self.attention.seq_len is not None and self.attention.seq_len < self.seq_len:
+            raise SpecError("seq_len", f"{self.seq_len} exceeds the attention spec's seq_len={self.attention.seq_len}")
 
     @property
     def d_model(self) -> int:
@@ -157,8 +169,12 @@ class ModelSpec:
         a = self.attention
         parts = [f"V{self.vocab_size}", f"L{self.n_layers}", a.label, f"ff{self.d_ff}{self.mlp}"]
         parts += ["mb" if self.mlp_bias else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
-        parts += [self.norm_position, "par" + ("1" if self.shared_norm else "2") if self.parallel else "", self.positions]
-        parts += [f"T{self.max_positions}", "tied" if self.tied else "", "" if self.final_norm else "nofinal"]
+        parts += [
+            self.norm_position,
+            "par" + ("1" if self.shared_norm else "2") if self.parallel else "",
+            self.positions,
+        ]
+        parts += [f"T{self.seq_len}" + (f"of{self.max_positions}" if self.seq_len < self.max_positions else ""), "tied" if self.tied else "", "" if self.final_norm else "nofinal"]
         parts += ["embnorm" if self.embedding_norm else "", "hb" if self.lm_head_bias else "", f"eps{self.norm_eps:g}"]
         return "_".join(p for p in parts if p)
 

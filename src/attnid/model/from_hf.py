@@ -1,0 +1,83 @@
+"""A Hugging Face `config.json` -> :class:`ModelSpec` (torch-free), through `attnid.hf.mapping`'s facts.
+
+`attnid.hf.mapping.model_facts` reads the config (the one place config keys meet this project's
+words); this module turns its facts into the whole-model vocabulary and refuses, naming the field,
+what the whole-model counting does not model: mixture-of-experts MLPs, BERT's token types and
+post-LN blocks, layers whose attention differs by more than a sliding window (count-neutral),
+latent attention, non-gated SiLU MLPs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..hf.mapping import model_facts
+from ..spec import SpecError
+from .spec import ModelSpec
+
+# Parallel blocks with one norm for both branches; GPT-NeoX and Falcon's new decoder use two.
+SHARED_NORM_TYPES = ("gptj", "phi")
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu"}
+
+
+def _mlp_kind(activation: str, gated: bool) -> str:
+    if gated:
+        if activation in ("silu", "swish"):
+            return "swiglu"
+        if activation.startswith("gelu"):
+            return "geglu"
+    elif activation in ACTIVATIONS:
+        return ACTIVATIONS[activation]
+    raise SpecError("hidden_act", f"MLP activation {activation!r} ({'gated' if gated else 'ungated'}) is not modelled")
+
+
+def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
+    """The whole model of a config mapping; seq_len (default: the config's max_position_embeddings) is the
+    longest sequence it is used on."""
+    facts = model_facts(cfg)
+    if facts.token_types:
+        raise SpecError("type_vocab_size", "token type embeddings are not modelled in the whole-model count")
+    if facts.post_ln:
+        raise SpecError("post_ln", "post-LN blocks are not modelled in the whole-model count")
+    if facts.positions == "alibi":
+        positions = "none"  # ALiBi adds fixed biases to the scores: the spec's `alibi` field carries it
+    else:
+        positions = facts.positions
+    first = facts.blocks[0]
+    for i, block in enumerate(facts.blocks):
+        if block.mlp.n_experts:
+            raise SpecError("num_local_experts", f"layer {i} is a mixture of experts: not modelled in the whole-model count")
+        if dataclasses.replace(block.attention, sliding_window=0) != dataclasses.replace(first.attention, sliding_window=0):
+            raise SpecError("layer_types", f"layer {i}'s attention differs from layer 0's beyond a sliding window")
+        if block.mlp != first.mlp:
+            raise SpecError("intermediate_size", f"layer {i}'s MLP differs from layer 0's")
+    attention = first.attention
+    if attention.kv_lora_rank:
+        raise SpecError("kv_lora_rank", "latent attention is not modelled in the whole-model count")
+    max_positions = int(facts.max_positions or seq_len or 1)
+    if seq_len is None:
+        if facts.max_positions is None:
+            raise SpecError("max_position_embeddings", "missing: give --seq-len")
+        seq_len = max_positions
+    max_positions = max(max_positions, seq_len) if positions != "learned" else max_positions
+    mt = facts.model_type
+    return ModelSpec(
+        vocab_size=facts.vocab_size,
+        n_layers=facts.n_layers,
+        attention=dataclasses.replace(attention, sliding_window=0, seq_len=None),
+        d_ff=first.mlp.d_hidden,
+        mlp=_mlp_kind(first.mlp.activation, first.mlp.gated),
+        mlp_bias=first.mlp.bias,
+        norm="layernorm" if facts.norm == "layernorm" else "rmsnorm",
+        norm_bias=facts.norm_bias,
+        norm_eps=facts.norm_eps,
+        gemma_gain=facts.norm == "rmsnorm_1p",
+        parallel=facts.parallel_blocks,
+        shared_norm=facts.parallel_blocks and (mt in SHARED_NORM_TYPES or (mt == "falcon" and not cfg.get("new_decoder_architecture"))),
+        positions=positions,
+        max_positions=max_positions,
+        seq_len=seq_len,
+        tied=facts.tied_embeddings,
+        final_norm=facts.final_norm,
+        lm_head_bias=mt == "phi",
+    )

@@ -1,0 +1,100 @@
+"""Real `transformers` language models, whole, as pure float64 functions theta -> logits.
+
+`build_real(cfg)` instantiates the model class of a (tiny) config mapping with eager attention,
+draws a generic point (weights N(0, 1/fan_in), embeddings N(0, 1), norm gains 1 + N(0, 0.3^2) or
+Gemma's w ~ N(0, 0.3^2), biases N(0, 0.3^2)), and `forward(theta, tokens)` runs it through
+`torch.func.functional_call` (tied weights stay tied) inside `attnid.hf.modules.KeepFloat64`, so
+the library's float32 casts become float64 ones. A `padding_idx` would zero one embedding row's
+gradient although the forward pass reads it: the pad token is set to None and every embedding's
+`padding_idx` cleared. :data:`TINY` holds the tiny configs of the whole-model grid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..hf.modules import KeepFloat64
+
+DTYPE = torch.float64
+
+_COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+_LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+          "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
+# name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (40 for a parallel block at layer 0).
+TINY = {
+    "llama_untied": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": False, **_LLAMA}),
+    "llama_tied": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": True, **_LLAMA}),
+    "llama_bias": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": False,
+                                        "attention_bias": True, "mlp_bias": True, **_LLAMA}),  # fmt: skip
+    "qwen3": ("Qwen3ForCausalLM", {"model_type": "qwen3", "vocab_size": 16, "tie_word_embeddings": False, **_LLAMA}),
+    "gemma": ("GemmaForCausalLM", {"model_type": "gemma", "vocab_size": 16, "tie_word_embeddings": True,
+                                   "hidden_activation": "gelu_pytorch_tanh", **_LLAMA}),  # fmt: skip
+    "gpt2": ("GPT2LMHeadModel", {"model_type": "gpt2", "vocab_size": 16, "n_embd": 8, "n_head": 2, "n_layer": 2,
+                                 "n_inner": 16, "n_positions": 6, "layer_norm_epsilon": 1e-5}),  # fmt: skip
+    "gpt_neox": ("GPTNeoXForCausalLM", {"model_type": "gpt_neox", "vocab_size": 40, "hidden_size": 8, "num_attention_heads": 2,
+                                        "num_hidden_layers": 2, "intermediate_size": 16, "rotary_pct": 0.5,
+                                        "max_position_embeddings": 64, "use_parallel_residual": True,
+                                        "tie_word_embeddings": False, "layer_norm_eps": 1e-5}),  # fmt: skip
+}
+SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
+
+
+@dataclass
+class RealModel:
+    """A real model with its flat parameter vector; forward(theta, tokens) is a pure function."""
+
+    name: str
+    module: torch.nn.Module
+    names: list
+    shapes: list
+    theta: torch.Tensor  # (P,) float64
+
+    def forward(self, theta: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits (T, V) of one sequence (T,) or (B, T, V) of a batch (B, T)."""
+        params, offset = {}, 0
+        for name, shape in zip(self.names, self.shapes, strict=True):
+            size = math.prod(shape)
+            params[name] = theta[offset : offset + size].view(shape)
+            offset += size
+        squeeze = tokens.dim() == 1
+        ids = tokens[None] if squeeze else tokens
+        with KeepFloat64():
+            out = torch.func.functional_call(self.module, params, (), {"input_ids": ids, "use_cache": False}).logits
+        return out[0] if squeeze else out
+
+
+def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
+    """The model `name` of TINY at a generic float64 point drawn from `seed`; eps overrides the norms' eps."""
+    import transformers
+
+    class_name, cfg = TINY[name]
+    kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type"}
+    config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
+    config._attn_implementation = "eager"
+    model = getattr(transformers, class_name)(config).to(DTYPE).eval()
+    for sub in model.modules():
+        if isinstance(sub, torch.nn.Embedding):
+            sub.padding_idx = None
+        if eps is not None:
+            for attr in ("variance_epsilon", "eps"):
+                if isinstance(getattr(sub, attr, None), float):
+                    setattr(sub, attr, eps)
+    gen = torch.Generator().manual_seed(int(seed))
+    names, shapes, values = [], [], []
+    gemma = cfg["model_type"].startswith("gemma")
+    for pname, p in model.named_parameters():  # tied parameters appear once
+        sample = torch.randn(p.shape, generator=gen, dtype=DTYPE)
+        if p.dim() == 1:
+            is_gain = "norm" in pname.lower() or ".ln" in pname or pname.startswith("ln") and "bias" not in pname
+            is_gain = is_gain and not pname.endswith("bias")
+            sample = (0.0 if gemma else 1.0) + 0.3 * sample if is_gain else 0.3 * sample
+        elif "emb" not in pname and "wte" not in pname and "wpe" not in pname:
+            fan_in = p.shape[0] if type(model).__name__.startswith("GPT2") else p.shape[-1]  # GPT-2's Conv1D is (in, out)
+            sample = sample / math.sqrt(fan_in)
+        names.append(pname)
+        shapes.append(tuple(p.shape))
+        values.append(sample.reshape(-1))
+    return RealModel(name, model, names, shapes, torch.cat(values))
