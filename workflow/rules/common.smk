@@ -1,6 +1,15 @@
 # Shared helpers. Every topic file appends its final outputs to TARGETS so that the
 # aggregate rules in the Snakefile (all, tables, figures, notebooks, paper) stay short.
 
+# Tools the jobs call by name (papermill, jupyter-nbconvert for notebooks) come from the environment
+# that runs Snakemake, so `.venv/bin/snakemake ...` works without an activated shell.
+import os
+import sys as _sys
+
+os.environ["PATH"] = os.pathsep.join(
+    [os.path.dirname(_sys.executable), os.environ.get("PATH", "")]
+)
+
 # Every rule names this software environment (`conda: CONDA_ENV`); the path is relative to workflow/rules/.
 CONDA_ENV = "../../environment.yml"
 
@@ -26,7 +35,6 @@ MACRO_FRAGMENTS = []
 # counts only where it is imported by name (`import attnid`, `from attnid import X`).
 import ast
 import functools
-import os
 
 REPO = os.path.abspath(workflow.basedir)
 PACKAGE_SRC = os.path.join(REPO, "src")
@@ -78,7 +86,8 @@ def _direct_dependencies(path, module):
         if name.split(".")[0] == "attnid":
             dep = _module_file(name)
         elif "." not in name and os.path.isfile(os.path.join(SCRIPTS, name + ".py")):
-            dep = os.path.join(SCRIPTS, name + ".py")  # a helper script next to the glue scripts
+            # a helper script next to the glue scripts
+            dep = os.path.join(SCRIPTS, name + ".py")
         else:
             dep = None
         if dep is not None:
@@ -103,7 +112,8 @@ def script_inputs(script):
     folder = NOTEBOOKS if script.endswith(".ipynb") else SCRIPTS
     path = os.path.join(folder, script)
     if not os.path.isfile(path):
-        return [os.path.relpath(path)]  # Snakemake then names the missing script for this rule only
+        # Snakemake then names the missing script, for this rule only
+        return [os.path.relpath(path)]
     return sorted(
         os.path.relpath(p) for p in _code_closure(path, script.rsplit(".", 1)[0])
     )

@@ -1,4 +1,4 @@
-# Figures (issue 6): one rule per figure, named after it; each reads aggregated results only
+# Figures: one rule per figure, named after it; each reads aggregated results only
 # (never per-run files) and writes results/figures/<name>.pdf (paper) and .png (notebooks, report).
 # The PNG goes into `snakemake --report` with its caption (workflow/report/<name>.rst).
 # Include this file after the topic files whose results it plots.

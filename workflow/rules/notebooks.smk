@@ -1,4 +1,4 @@
-# Notebooks (issue 6): executed by Snakemake's `notebook:` directive; the executed copy is kept as
+# Notebooks: executed by Snakemake's `notebook:` directive; the executed copy is kept as
 # the rule's notebook log under results/notebooks/. They read results and figures, never recompute
 # them; each writes a small JSON of what it read (its output, so the rule has a target).
 # Include after figures.smk (they show its figures).
@@ -59,8 +59,30 @@ rule nb_training:
         "../../notebooks/03_training.py.ipynb"
 
 
+# The executed notebooks as HTML, linked from `snakemake --report` (category Notebooks).
+rule nb_html:
+    input:
+        script_inputs("notebook_html.py"),
+        executed=f"{RESULTS}/notebooks/{{name}}.json",
+    output:
+        report(f"{RESULTS}/notebooks/{{name}}.html", category="Notebooks"),
+    log:
+        logfile("nb_html/{name}"),
+    wildcard_constraints:
+        name=r"\d\d_[a-z_]+",
+    conda:
+        CONDA_ENV
+    params:
+        notebook=lambda wildcards: f"{RESULTS}/notebooks/{wildcards.name}.ipynb",
+    script:
+        "../scripts/notebook_html.py"
+
+
 TARGETS["notebooks"] += [
     *rules.nb_counting.output,
     *rules.nb_jacobian.output,
     *rules.nb_training.output,
+]
+TARGETS["notebooks"] += [
+    f.replace(".json", ".html") for f in TARGETS["notebooks"] if f.endswith(".json")
 ]

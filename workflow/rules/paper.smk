@@ -27,7 +27,7 @@ rule paper:
         tables=lambda wildcards: TARGETS["tables"],
         figures=lambda wildcards: [f for f in TARGETS["figures"] if f.endswith(".pdf")],
     output:
-        pdf=f"{RESULTS}/paper/main.pdf",
+        pdf=report(f"{RESULTS}/paper/main.pdf", category="Paper"),
     log:
         logfile("paper"),
     conda:
