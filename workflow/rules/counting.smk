@@ -1,4 +1,4 @@
-# Exact counts (issue 2): the ratio grid, real architectures, closed forms, their tables and macros.
+# Exact counts: the ratio grid, real architectures, closed forms, their tables and macros.
 
 
 rule counting_ratios:
@@ -53,7 +53,7 @@ rule table_counting:
         script_inputs("table_counting.py"),
     output:
         tex=f"{RESULTS}/tables/counting.tex",
-        csv=f"{RESULTS}/tables/counting.csv",
+        csv=report(f"{RESULTS}/tables/counting.csv", category="Tables"),
     log:
         logfile("table_counting"),
     conda:
@@ -68,7 +68,7 @@ rule table_architectures:
         script_inputs("table_architectures.py"),
     output:
         tex=f"{RESULTS}/tables/architectures.tex",
-        csv=f"{RESULTS}/tables/architectures.csv",
+        csv=report(f"{RESULTS}/tables/architectures.csv", category="Tables"),
     log:
         logfile("table_architectures"),
     conda:

@@ -30,7 +30,7 @@ rule hf_verification:
         script_inputs("hf_table.py"),
     output:
         tex=f"{RESULTS}/tables/hf_modules.tex",
-        csv=f"{RESULTS}/tables/hf_modules.csv",
+        csv=report(f"{RESULTS}/tables/hf_modules.csv", category="Tables"),
     log:
         logfile("hf_verification"),
     conda:

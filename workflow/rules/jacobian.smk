@@ -13,7 +13,7 @@ rule jacobian_verification:
     input:
         script_inputs("jacobian_verification.py"),
     output:
-        f"{JAC}/verification.csv",
+        report(f"{JAC}/verification.csv", category="Checks"),
     log:
         logfile("jacobian_verification"),
     benchmark:
@@ -100,7 +100,7 @@ rule jacobian_table_verification:
         script_inputs("jacobian_table_verification.py"),
     output:
         tex=f"{RESULTS}/tables/verification.tex",
-        csv=f"{RESULTS}/tables/verification.csv",
+        csv=report(f"{RESULTS}/tables/verification.csv", category="Tables"),
     log:
         logfile("jacobian_table_verification"),
     conda:
@@ -115,7 +115,7 @@ rule jacobian_table_bias_effects:
         script_inputs("jacobian_table_bias_effects.py"),
     output:
         tex=f"{RESULTS}/tables/bias_effects.tex",
-        csv=f"{RESULTS}/tables/bias_effects.csv",
+        csv=report(f"{RESULTS}/tables/bias_effects.csv", category="Tables"),
     log:
         logfile("jacobian_table_bias_effects"),
     conda:

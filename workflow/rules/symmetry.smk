@@ -1,4 +1,4 @@
-# Symmetry toolkit checks (issue 4): every property of attnid.symmetry measured on a grid of specs,
+# Symmetry toolkit checks: every property of attnid.symmetry measured on a grid of specs,
 # a summary table for the paper and its macros. Grid from config `symmetry:`.
 
 
@@ -6,7 +6,7 @@ rule symmetry_checks:
     input:
         script_inputs("symmetry_checks.py"),
     output:
-        f"{RESULTS}/symmetry/checks.csv",
+        report(f"{RESULTS}/symmetry/checks.csv", category="Checks"),
     log:
         logfile("symmetry_checks"),
     benchmark:
@@ -26,7 +26,7 @@ rule symmetry_table:
         script_inputs("symmetry_table.py"),
     output:
         tex=f"{RESULTS}/tables/symmetry.tex",
-        csv=f"{RESULTS}/tables/symmetry.csv",
+        csv=report(f"{RESULTS}/tables/symmetry.csv", category="Tables"),
     log:
         logfile("symmetry_table"),
     conda:

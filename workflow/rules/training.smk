@@ -41,9 +41,9 @@ rule training_aggregate:
     output:
         summary=f"{RESULTS}/training/summary.parquet",
         metrics=f"{RESULTS}/training/metrics.parquet",
-        checks=f"{RESULTS}/training/checks.csv",
+        checks=report(f"{RESULTS}/training/checks.csv", category="Checks"),
         tex=f"{RESULTS}/tables/training.tex",
-        csv=f"{RESULTS}/tables/training.csv",
+        csv=report(f"{RESULTS}/tables/training.csv", category="Tables"),
         macros=f"{RESULTS}/macros/training.tex",
     log:
         logfile("training_aggregate"),
