@@ -104,6 +104,22 @@ def test_seq_len_boundary(kwargs, t_min):
     assert count(AttentionSpec(**kwargs, seq_len=t_min - 1), check=False) == at_bound
 
 
+def test_sliding_window_is_a_short_sequence():
+    """A causal window of w keys shows the offsets of a sequence of length w: with RoPE, w >= T_min."""
+    spec = {"d_model": 4, "n_heads": 1, "rope_dims": 4, "causal": True}
+    with pytest.raises(SpecError) as err:
+        count(AttentionSpec(**spec, sliding_window=2))
+    assert err.value.field == "sliding_window"
+    assert count(AttentionSpec(**spec, sliding_window=3)).unidentified == count(AttentionSpec(**spec)).unidentified
+    count(AttentionSpec(4, 1, causal=True, sliding_window=2))  # no RoPE: every window >= 2 is enough
+    pytest.importorskip("torch")
+    from attnid.jacobian import verify
+
+    options = {"positions": "contiguous", "other_seeds": (), "half_batch": False, "directions": False}
+    row = verify(AttentionSpec(**spec, sliding_window=2), check_validity=False, **options)
+    assert (row["predicted"], row["measured"]) == (20, 22)
+
+
 def test_frequency_condition():
     """omega_i not in pi Z and omega_i != +-omega_j mod 2 pi; step 2 (offsets -1, +1) doubles the angles."""
     assert frequency_problem([1.0, 0.1, 0.01]) is None

@@ -39,6 +39,8 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
     no RoPE (p = 0):                 T_min = 2
     RoPE, d_k <= d ("narrow" heads): T_min = 2 without a mask, 3 causal
     RoPE, d_k > d ("wide" heads):    T_min = p + 1 + [u > 0 or b_K]
+    a causal sliding window w shows a query the offsets of a sequence of length w: w >= T_min
+    (with RoPE; d4 k4 full, w = 2: 22 vs 20, d8 k8 full: 96 vs 72; w = 3 agrees)
 
   Why. A query at position i and a key j != i see the bilinear form B_{j-i} = [W_Q; b_Q] R(j-i)
   [W_K; b_K]^T fully; the key j = i only shows its symmetric part, and T = 1 shows no score at
@@ -220,6 +222,13 @@ def check_hypotheses(spec: AttentionSpec, frequencies=None) -> None:
             raise SpecError("frequencies", f"the count cannot use these RoPE frequencies: {problem}")
         if problem:
             raise SpecError("rope_base", f"{spec.rope_base!r} gives RoPE frequencies the count cannot use: {problem}")
+    window = getattr(spec, "sliding_window", 0)
+    if window and spec.rope_dims and window < min_seq_len(spec):
+        raise SpecError(
+            "sliding_window",
+            f"{window} shows each query only offsets 0..{window - 1}, fewer than a causal T_min = "
+            f"{min_seq_len(spec)} needs for {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}",
+        )
     if spec.seq_len is not None and spec.seq_len < min_seq_len(spec):
         raise SpecError(
             "seq_len",
