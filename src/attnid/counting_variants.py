@@ -78,3 +78,28 @@ def _scales(spec: AttentionSpec, breakdown: dict, scale: int) -> tuple[dict, int
     if scale and spec.norm_eps == 0:
         return {**breakdown, "norm_scale": scale}, 0
     return breakdown, scale
+
+
+# One small shape (d_model 16, 4 heads, 2 KV groups, full RoPE on heads of 4) under each variant:
+# the examples the paper quotes and the tests measure.
+EXAMPLE_SHAPE = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "rope_dims": 4, "causal": True}
+EXAMPLE_VARIANTS = {
+    "plain": {},
+    "qk_norm_head": {"qk_norm": "rms_head"},
+    "qk_norm_all": {"qk_norm": "rms_all"},
+    "biases": {"biases": "qkvo"},
+    "sinks": {"biases": "qkvo", "sinks": True},
+    "softcap": {"softcap": 50.0},
+    "window": {"sliding_window": 3},
+}
+
+
+def variant_examples() -> dict:
+    """name -> (AttentionSpec, Counts) of EXAMPLE_SHAPE under each of EXAMPLE_VARIANTS."""
+    from .counting import count
+
+    out = {}
+    for name, fields in EXAMPLE_VARIANTS.items():
+        spec = AttentionSpec(**EXAMPLE_SHAPE, **fields)
+        out[name] = (spec, count(spec))
+    return out

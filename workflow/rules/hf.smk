@@ -39,8 +39,23 @@ rule hf_verification:
         "../scripts/hf_table.py"
 
 
-TARGETS["data"] += [rules.hf_modules.output[0]]
+rule hf_macros:
+    input:
+        script_inputs("hf_macros.py"),
+        modules=f"{RESULTS}/hf/modules.csv",
+    output:
+        f"{RESULTS}/macros/hf.tex",
+    log:
+        logfile("hf_macros"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hf_macros.py"
+
+
+TARGETS["data"] += [rules.hf_modules.output[0], rules.hf_macros.output[0]]
 TARGETS["tables"] += [
     rules.hf_verification.output.tex,
     rules.hf_verification.output.csv,
 ]
+MACRO_FRAGMENTS.append(rules.hf_macros.output[0])
