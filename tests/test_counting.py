@@ -253,3 +253,14 @@ def test_architectures():
     falcon = df.set_index("model").loc["Falcon-7B"]
     assert falcon.n_kv_heads == 1 and falcon.unidentified == 64 + 64**2  # MQA: one C* per plane, one GL(64)
     assert (df.unidentified > 0).all() and (df.ratio < 0.05).all()
+
+
+def test_counting_table():
+    """The paper's ratio table: the MHA column is 1/(2H); half RoPE lies between full RoPE and none."""
+    from attnid.report.tables import counting_table
+
+    table, formats = counting_table(ratio_grid(16, [1, 2, 4, 8], [1, 2], ["none", "half", "full"], ["none", "qkvo"]))
+    assert list(table.columns) == ["$H$", "MHA", "MHA+bias", "RoPE half", "RoPE full", "MQA", "$1/(2H)$"]
+    assert (table["MHA"] == table["$1/(2H)$"]).all()
+    assert (table["RoPE full"] <= table["RoPE half"]).all() and (table["RoPE half"] <= table["MHA"]).all()
+    assert set(formats) == set(table.columns[1:])

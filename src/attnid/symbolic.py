@@ -141,6 +141,23 @@ def latex_table(forms=CLOSED_FORMS) -> str:
     return "\n".join(lines)
 
 
+def closed_forms_frame(forms=CLOSED_FORMS):
+    """One row per family: key, family, total, unidentified, ratio (sympy expressions as text)."""
+    import pandas as pd
+
+    rows = [
+        {
+            "key": f.key,
+            "family": f.family,
+            "total": str(f.total),
+            "unidentified": str(sp.simplify(f.unidentified)),
+            "ratio": str(f.ratio),
+        }
+        for f in forms
+    ]
+    return pd.DataFrame(rows)
+
+
 def latex_macros(forms=CLOSED_FORMS) -> dict[str, str]:
     """Macros \\RatioMHA etc. holding each family's ratio as LaTeX maths (no $ delimiters)."""
     return {f"Ratio{f.key}": sp.latex(f.ratio) for f in forms}

@@ -3,7 +3,7 @@
 from attnid.architectures import architecture_table
 from attnid.io import atomic_write_csv, log_to
 
-log_to(snakemake.log[0])
+log = log_to(snakemake.log[0])
 df = architecture_table()
 atomic_write_csv(snakemake.output[0], df)
-print(df[["model", "total", "unidentified", "ratio"]].to_string(index=False))
+log.info("\n%s", df[["model", "total", "unidentified", "ratio"]].to_string(index=False))

@@ -1,0 +1,61 @@
+"""The paper's tables of counts, built from result frames: one function per table.
+
+Each function takes the frame a rule wrote (results/<preset>/counting/*.csv) and returns
+(table, formats): the table as printed (LaTeX column titles) and a format spec per numeric
+column, for :func:`attnid.report.latex.write_table`. No torch, pandas only; nothing is counted
+here, the numbers come from :mod:`attnid.counting`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def counting_table(ratios: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The unidentified ratio by head count H for the main variants, next to 1/(2H).
+
+    Columns: MHA, MHA with all four biases, MHA with half / full RoPE, MQA (MQA with one head is
+    MHA, so it falls back to the MHA row); a variant the grid does not hold is left out.
+    """
+    df = ratios
+    plain = (df.rope == "none") & (df.biases == "none")
+    columns = {
+        "MHA": (df.variant == "MHA") & plain,
+        "MHA+bias": (df.variant == "MHA") & (df.rope == "none") & (df.biases == "qkvo"),
+        "RoPE half": (df.variant == "MHA") & (df.rope == "half") & (df.biases == "none"),
+        "RoPE full": (df.variant == "MHA") & (df.rope == "full") & (df.biases == "none"),
+        "MQA": ((df.variant == "MQA") | (df.n_heads == 1)) & plain,
+    }
+    table = pd.DataFrame({"$H$": sorted(df.n_heads.unique())})
+    for title, mask in columns.items():
+        chosen = df[mask].drop_duplicates("n_heads").set_index("n_heads").ratio
+        table[title] = table["$H$"].map(chosen)
+    table["$1/(2H)$"] = 1 / (2 * table["$H$"])
+    table = table.dropna(axis=1, how="all")
+    return table, {c: ".4f" for c in table.columns[1:]}
+
+
+def rope_text(rope_dims: int, d_head_qk: int) -> str:
+    """'none', 'full', or 'p/k' rotated dims of the query/key head."""
+    if rope_dims == 0:
+        return "none"
+    return "full" if rope_dims == d_head_qk else f"{rope_dims}/{d_head_qk}"
+
+
+def architectures_table(architectures: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Attention parameters of real models (whole model), unidentified and their share."""
+    df = architectures
+    table = pd.DataFrame(
+        {
+            "Model": df.model,
+            "$d$": df.d_model,
+            "$H$": df.n_heads,
+            "$G$": df.n_kv_heads,
+            "RoPE": [rope_text(p, k) for p, k in zip(df.rope_dims, df.d_head_qk)],
+            "Biases": df.biases,
+            "Attn. params": df.model_total,
+            "Unidentified": df.model_unidentified,
+            "Share (\\%)": 100 * df.ratio,
+        }
+    )
+    return table, {"Attn. params": ",d", "Unidentified": ",d", "Share (\\%)": ".3f"}
