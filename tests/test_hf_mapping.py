@@ -97,6 +97,9 @@ def test_modern_variants_are_mapped():
     ds = spec_of("deepseek_v3")
     assert (ds.kv_lora_rank, ds.q_lora_rank, ds.d_head_qk, ds.rope_dims, ds.d_head_v) == (512, 1536, 192, 64, 128)
     assert spec_of("bloom_176b").alibi
+    qwen2 = model_facts({**stored_config("qwen2_7b"), "use_sliding_window": True, "max_window_layers": 20})
+    assert [b.attention.sliding_window for b in qwen2.blocks[19:21]] == [0, 131072]  # from max_window_layers on
+    assert spec_of("qwen2_7b").sliding_window == 0  # use_sliding_window false: no window
 
 
 def test_model_facts_for_the_whole_model():

@@ -206,12 +206,15 @@ def _llama_like(cfg: dict, mt: str):
     if mt == "gemma2":
         variant["softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
     window = cfg.get("sliding_window")
-    if mt == "qwen2" and not cfg.get("use_sliding_window", False):
-        window = None
     types = _layer_types(cfg, n_layers)
+    if mt in ("qwen2", "qwen3", "qwen3_moe"):  # a window only with use_sliding_window, from max_window_layers on
+        window = window if cfg.get("use_sliding_window", False) else None
+        if window and "layer_types" not in cfg:
+            first = int(cfg.get("max_window_layers", 28))
+            types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
     if mt == "gemma2" and "layer_types" not in cfg:  # Gemma-2 alternates local and global, local first
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
-    uses_window = window and mt in ("mistral", "mixtral", "qwen2", "phi3")  # every layer
+    uses_window = window and mt in ("mistral", "mixtral", "phi3")  # every layer
     specs = []
     for i in range(n_layers):
         w = int(window) if window and (uses_window or types[i] == "sliding_attention") else 0
