@@ -1,43 +1,64 @@
-# Training sweeps with and without rebalancing (issue 5): one job per run, then one aggregation.
-# Grids, steps, seeds and optimizers come from config `training:` (see attnid.sweep).
+# Training sweeps with and without rebalancing: one job per (task, optimizer) trains every head
+# count, seed and rebalancing mode batched in one process; then one aggregation. Grids, steps,
+# seeds and optimizers come from config `training:` (attnid.training.runs).
 
 
 include: "training_common.smk"
 
 
-rule train_run:
+rule train_job:
     input:
-        script_inputs("train_run.py"),
+        script_inputs("train_job.py"),
     output:
-        metrics=f"{TRAIN_RUN}/metrics.parquet",
-        summary=f"{TRAIN_RUN}/summary.json",
+        metrics=f"{TRAIN_JOB}/metrics.parquet",
+        summary=f"{TRAIN_JOB}/summary.parquet",
     log:
-        logfile("training/{task}/{optimizer}/{rebalance}/h{heads}/s{seed}"),
+        logfile("training/{task}/{optimizer}"),
     benchmark:
-        benchfile("training/{task}/{optimizer}/{rebalance}/h{heads}/s{seed}")
+        benchfile("training/{task}/{optimizer}")
     wildcard_constraints:
         task="[a-z_]+",
         optimizer="[a-z_]+",
-        rebalance="none|project|balance",
-        heads=r"\d+",
-        seed=r"\d+",
     conda:
         CONDA_ENV
-    threads: 1  # one small model per job: torch uses exactly this many threads
+    threads: 1  # small batched models: torch uses exactly this many threads
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
     params:
-        training=train_run_params,
+        training=train_job_params,
         device=config["device"],
     script:
-        "../scripts/train_run.py"
+        "../scripts/train_job.py"
+
+
+rule train_lr_study:
+    input:
+        script_inputs("train_lr_study.py"),
+    output:
+        metrics=f"{RESULTS}/training/lr_study/metrics.parquet",
+        summary=f"{RESULTS}/training/lr_study/summary.parquet",
+    log:
+        logfile("training/lr_study"),
+    benchmark:
+        benchfile("training/lr_study")
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        gpu=1 if config["device"] == "cuda" else 0,
+    params:
+        training=lr_study_params(),
+        device=config["device"],
+    script:
+        "../scripts/train_lr_study.py"
 
 
 rule training_aggregate:
     input:
         script_inputs("training_aggregate.py"),
-        summaries=training_outputs("summary.json"),
+        summaries=training_outputs("summary.parquet"),
         metrics=training_outputs("metrics.parquet"),
+        lr_summary=rules.train_lr_study.output.summary,
     output:
         summary=f"{RESULTS}/training/summary.parquet",
         metrics=f"{RESULTS}/training/metrics.parquet",
@@ -45,6 +66,11 @@ rule training_aggregate:
         tex=f"{RESULTS}/tables/training.tex",
         csv=report(f"{RESULTS}/tables/training.csv", category="Tables"),
         macros=f"{RESULTS}/macros/training.tex",
+        decay=f"{RESULTS}/training/weight_decay.parquet",
+        effects=f"{RESULTS}/training/rebalance_effects.parquet",
+        effect_table=report(
+            f"{RESULTS}/tables/rebalance_effects.csv", category="Tables"
+        ),
     log:
         logfile("training_aggregate"),
     benchmark:
@@ -53,6 +79,8 @@ rule training_aggregate:
         CONDA_ENV
     params:
         checks=TRAINING["checks"],
+        strict=TRAINING["strict"],
+        target_fraction=TRAINING["target_fraction"],
     script:
         "../scripts/training_aggregate.py"
 

@@ -1,39 +1,63 @@
-"""Aggregate the training sweep: per-run files -> metrics/summary Parquet, checks, table, macros.
+"""Aggregate the training sweep: per-job tables -> summary/metrics Parquet, checks, table, study tables, macros.
 
-The sanity checks (attnid.sweep.sanity_checks) are computed from the runs' own numbers and
-written to results/training/checks.csv and to the log; with `training.checks.fail_on_check` a
-failed check stops the workflow (Snakemake then removes this job's outputs; the log keeps the
-measured numbers).
+The sanity checks (attnid.training.sweep.sanity_checks) are computed from the runs' own numbers
+and written to results/training/checks.csv and to the log; with `training.checks.fail_on_check`
+a failed check stops the workflow. A diverged run is kept in the summary (`diverged`), left out
+of the checks and the estimates, and marked in the figures; with `training.strict` it stops the
+workflow instead, naming the run.
 """
 
-import json
 import sys
 
 import pandas as pd
 
 from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to
 from attnid.report.macros import fragment, training_macros
-from attnid.sweep import SUMMARY_COLUMNS, overlap_table, sanity_checks, table_tex
+from attnid.training import analysis
+from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table, sanity_checks, table_tex
 
-log = log_to(snakemake.log[0], "training_aggregate")  # noqa: F821
-inp, out, params = snakemake.input, snakemake.output, snakemake.params  # noqa: F821
+log = log_to(snakemake.log[0], "training_aggregate")
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
 
-summary = pd.DataFrame([json.loads(open(path).read()) for path in inp.summaries])[list(SUMMARY_COLUMNS)]
+summary = pd.concat([pd.read_parquet(path) for path in inp.summaries], ignore_index=True)
 metrics = pd.concat([pd.read_parquet(path) for path in inp.metrics], ignore_index=True)
+lr_summary = pd.read_parquet(inp.lr_summary)
+summary = summary.merge(
+    analysis.steps_to_target(metrics, params.target_fraction), on=["task", "optimizer", "rebalance", "heads", "seed"]
+)
+summary = summary[[*SUMMARY_COLUMNS, "steps_to_target"]]
 checks = sanity_checks(summary, rounding=params.checks["rounding"], nonzero=params.checks["nonzero"])
-table = overlap_table(summary)
+table = overlap_table(analysis.ok(summary))
+decay = analysis.weight_decay_decay(metrics, summary)
+effects = analysis.effect_table(analysis.paired_differences(summary))
+values = training_macros(analysis.ok(summary)) | analysis.study_macros(summary, checks, lr_summary, decay, effects)
 
 atomic_write_parquet(out.summary, summary)
 atomic_write_parquet(out.metrics, metrics)
 atomic_write_csv(out.checks, checks)
 atomic_write_text(out.tex, table_tex(table))
 atomic_write_csv(out.csv, table)
-atomic_write_text(out.macros, fragment(training_macros(summary), "workflow/scripts/training_aggregate.py"))
+atomic_write_parquet(out.decay, decay)
+atomic_write_parquet(out.effects, analysis.paired_differences(summary))
+atomic_write_csv(out.effect_table, effects)
+atomic_write_text(out.macros, fragment(values, "workflow/scripts/training_aggregate.py"))
 
 log.info("%d runs, %d metric rows", len(summary), len(metrics))
 with pd.option_context("display.width", 200, "display.max_columns", 20):
     log.info("overlap by task, optimizer, H and rebalancing mode:\n%s", table.to_string(index=False))
     log.info("sanity checks:\n%s", checks.to_string(index=False))
+    log.info("paired effects of rebalancing:\n%s", effects.to_string(index=False))
+diverged = diverged_runs(summary)
+if len(diverged):
+    log.warning(
+        "%d run(s) diverged (kept in the summary, left out of checks and estimates):\n%s",
+        len(diverged),
+        diverged.to_string(index=False),
+    )
+    if params.strict:
+        sys.exit(
+            f"training.strict: {len(diverged)} run(s) diverged, e.g. {dict(diverged.iloc[0])}; see {snakemake.log[0]}"
+        )
 failed = checks[~checks["passed"]]
 if len(failed) and params.checks["fail_on_check"]:
     sys.exit(f"training sanity checks failed (see {out.checks}): {', '.join(failed['check'])}")

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .attention import AttentionLayer
-from .spec import AttentionSpec
+from ..attention import AttentionLayer
+from ..spec import AttentionSpec
 
 # Independent random streams of one run (seeded with `seed * N_STREAMS + stream`).
 N_STREAMS = 16
@@ -73,6 +73,12 @@ class TeacherStudent:
         self.teacher.requires_grad_(False)
         self._train = generator(seed, STREAM_TRAIN)
         self._seed = seed
+
+    def draw_inputs(self, batch: int, stream: int | None = None) -> torch.Tensor:
+        """Inputs X (B, T, d) of the next training batch (stream None) or of a fixed batch; targets are f(theta*, X)."""
+        gen = self._train if stream is None else generator(self._seed, stream)
+        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=self.dtype)  # (B, T, d)
+        return x.to(self.device)
 
     def _sample(self, gen: torch.Generator, batch: int) -> Batch:
         x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=self.dtype)  # (B, T, d)
@@ -121,8 +127,8 @@ class AssociativeRecall:
         values = torch.randint(0, V, (batch, n), generator=gen)  # (B, n)
         which = torch.randint(0, n, (batch,), generator=gen)  # (B,) the pair asked for
         tokens = torch.empty(batch, self.seq_len, dtype=torch.long)  # (B, T)
-        tokens[:, 0:2 * n:2] = keys
-        tokens[:, 1:2 * n:2] = values + V
+        tokens[:, 0 : 2 * n : 2] = keys
+        tokens[:, 1 : 2 * n : 2] = values + V
         rows = torch.arange(batch)
         tokens[:, -1] = keys[rows, which]
         return Batch(tokens.to(self.device), values[rows, which].to(self.device))
@@ -141,4 +147,4 @@ class AssociativeRecall:
         return (self._answer_logits(logits).argmax(dim=-1) == batch.targets).double().mean().item()
 
     def _answer_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits[:, -1, self.vocab:]  # (B, vocab): value tokens at the query position
+        return logits[:, -1, self.vocab :]  # (B, vocab): value tokens at the query position

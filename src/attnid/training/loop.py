@@ -1,9 +1,14 @@
-"""One training run, with the symmetry geometry of every attention layer measured at every step.
+"""One training run with torch.optim, with the symmetry geometry of every attention layer measured at every step.
 
-Usage (the Snakemake rule `train_run` does exactly this):
+The reference implementation: one model, torch.optim, one process per run. The sweep trains the
+same runs batched (attnid.training.batched), and the tests check that both give the same numbers.
 
-    from attnid.train import RunConfig, train
-    metrics, summary = train(RunConfig(task="teacher_student", heads=4, optimizer="adam", lr=1e-2, steps=200))
+Usage:
+
+    from attnid.spec import AttentionSpec
+    from attnid.training.loop import train
+    from attnid.training.runs import RunConfig
+    metrics, summary = train(RunConfig(attention=AttentionSpec(d_model=16, n_heads=4), optimizer="adam", lr=1e-2))
 
 What a step t records, per attention layer with flat parameters theta (P,) (attnid.layout):
 
@@ -49,112 +54,30 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from . import symmetry
-from .device import resolve_device
+from .. import symmetry
+from ..device import resolve_device
 from .models import Student, TinyTransformer
-from .spec import AttentionSpec
+from .runs import METRIC_COLUMNS, RunConfig
+from .sweep import summarize
 from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
 
-TASKS = ("teacher_student", "recall")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
-REBALANCE = ("none", "project", "balance")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-PARTS = ("all", "query_key", "value_output")
-
-METRIC_COLUMNS = (
-    "layer", "step", "loss", "eval_loss", "eval_accuracy", "lr", "update_norm",
-    "overlap_all", "overlap_query_key", "overlap_value_output",
-    "chance_all", "chance_query_key", "chance_value_output",
-    "drift_query_key", "drift_value_output",
-    "rebalance_function_change", "rebalance_norm_removed",
-)  # fmt: skip
+PARTS = ("all", *symmetry.PARTS)  # overlap of the whole update and of each part
 
 
 class RunDiverged(FloatingPointError):
     """The training loss became NaN or infinite; the message names the run and the step."""
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that defines one training run (a run is a pure function of this)."""
-
-    # what is learned
-    task: str = "teacher_student"  # 'teacher_student' (one attention layer) or 'recall' (tiny transformer)
-    # attention spec of the student layer / of every transformer layer (attnid.spec.AttentionSpec)
-    d_model: int = 16  # d: width
-    heads: int = 2  # H: query heads
-    kv_heads: int | None = None  # G: key/value groups (None = heads, i.e. MHA)
-    d_head_qk: int | None = None  # d_k (None = d_model // heads)
-    d_head_v: int | None = None  # d_v (None = d_head_qk)
-    rope_dims: int = 0  # rotated dims per query/key head (0 = no RoPE)
-    biases: str = ""  # subset of 'qkvo'
-    causal: bool = False  # causal mask (the recall presets use True)
-    # task sizes
-    seq_len: int = 8  # T of the teacher-student inputs (recall: T = 2 pairs + 1, this field is ignored)
-    vocab: int = 16  # recall: number of key tokens (and of value tokens)
-    pairs: int = 4  # recall: key-value pairs per sequence
-    n_layers: int = 2  # recall: transformer blocks
-    norm: str = "layernorm"  # recall: 'layernorm' or 'rmsnorm'
-    mlp_ratio: int = 4  # recall: MLP hidden width / d_model
-    # optimisation
-    optimizer: str = "sgd"  # 'sgd', 'sgd_momentum', 'adam' (L2 added to the gradient), 'adamw' (decoupled decay)
-    lr: float = 0.1  # learning rate (constant)
-    weight_decay: float = 0.0  # weight decay on every parameter
-    momentum: float = 0.9  # sgd_momentum: heavy-ball coefficient (ignored by the others)
-    beta1: float = 0.9  # adam/adamw: first-moment decay
-    beta2: float = 0.999  # adam/adamw: second-moment decay
-    steps: int = 200  # optimizer steps
-    batch: int = 32  # training sequences per step (fresh samples every step)
-    seed: int = 0  # seeds the model, the teacher, the data and the probe (attnid.tasks.generator)
-    # symmetry handling
-    rebalance: str = "none"  # 'none', 'project' (remove P_T u from every update) or 'balance' (move to the balanced point)
-    rebalance_interval: int = 10  # balance: every this many steps (after the update of step t when (t+1) % interval == 0)
-    probe_batch: int = 16  # balance: fixed batch on which the function change of a rebalance is measured
-    # measurement
-    eval_every: int = 50  # held-out evaluation every this many steps (and at the last step)
-    eval_batch: int = 256  # held-out sequences (one fixed batch)
-    metrics_every: int = 1  # overlap/update/drift metrics every this many steps (NaN in between); project mode still projects every step
-    # where and how
-    device: str = "cpu"  # 'cpu' or 'cuda'
-    dtype: str = "float64"  # 'float64' (rounding ~1e-13, default) or 'float32'
-    name: str = ""  # label used in progress bars and error messages ('' = built from the fields)
-
-    def __post_init__(self):
-        for field_name, allowed in (("task", TASKS), ("optimizer", OPTIMIZERS), ("rebalance", REBALANCE), ("dtype", tuple(DTYPES))):
-            if getattr(self, field_name) not in allowed:
-                raise ValueError(f"RunConfig.{field_name} must be one of {allowed}, got {getattr(self, field_name)!r}")
-        for field_name in ("steps", "batch", "rebalance_interval", "eval_every", "metrics_every", "eval_batch", "probe_batch"):
-            if getattr(self, field_name) < 1:
-                raise ValueError(f"RunConfig.{field_name} must be >= 1, got {getattr(self, field_name)}")
-        if not self.lr > 0:
-            raise ValueError(f"RunConfig.lr must be > 0, got {self.lr}")
-        if not self.name:
-            object.__setattr__(self, "name", f"{self.task}/{self.optimizer}/{self.rebalance}/h{self.heads}/s{self.seed}")
-
-    @property
-    def spec(self) -> AttentionSpec:
-        return AttentionSpec(
-            d_model=self.d_model, n_heads=self.heads, n_kv_heads=self.kv_heads, d_head_qk=self.d_head_qk,
-            d_head_v=self.d_head_v, rope_dims=self.rope_dims, biases=self.biases, causal=self.causal,
-        )  # fmt: skip
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def with_(self, **changes) -> RunConfig:
-        return replace(self, **changes)
-
-
 def build(cfg: RunConfig):
     """(task, model) of a run, both on cfg.device in cfg.dtype, initialised from cfg.seed."""
     dtype = DTYPES[cfg.dtype]
-    spec = cfg.spec
+    spec = cfg.attention
     torch.manual_seed(cfg.seed)
     if cfg.task == "teacher_student":
         task = TeacherStudent(spec, cfg.seq_len, cfg.seed, dtype=dtype, device=cfg.device)
@@ -169,6 +92,8 @@ def build(cfg: RunConfig):
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam_shared":
+        raise ValueError("optimizer 'adam_shared' has no torch.optim form; train it with attnid.training.batched")
     params = list(params)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=0.0, weight_decay=cfg.weight_decay)
@@ -188,7 +113,10 @@ class _Deterministic:
     def __enter__(self):
         if self.device.startswith("cuda"):
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
-        self.before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+        self.before = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
         torch.use_deterministic_algorithms(True, warn_only=True)
 
     def __exit__(self, *exc):
@@ -219,7 +147,7 @@ def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
 
 def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     start = time.perf_counter()
-    spec = cfg.spec
+    spec = cfg.attention
     task, model = build(cfg)
     layers = model.attention_layers()
     L, S = len(layers), cfg.steps
@@ -228,7 +156,9 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
     probe = task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
 
     chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
-    reference = [symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers]  # conserved quantities at theta_0
+    reference = [
+        symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers
+    ]  # conserved quantities at theta_0
     nan = float("nan")
     # Per-(step, layer) measurements, kept on the device (no host sync in the loop) and fetched at the end.
     rows = {c: torch.full((S, L), nan, dtype=torch.float64, device=cfg.device) for c in METRIC_COLUMNS[2:]}
@@ -236,7 +166,9 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
         rows[f"chance_{part}"].fill_(value)
     rows["lr"].fill_(cfg.lr)
 
-    bar = tqdm(total=S, desc=cfg.name, file=sys.stderr, disable=not progress, mininterval=2.0, dynamic_ncols=False, ncols=100)
+    bar = tqdm(
+        total=S, desc=cfg.name, file=sys.stderr, disable=not progress, mininterval=2.0, dynamic_ncols=False, ncols=100
+    )
     for t in range(S):
         measure = t % cfg.metrics_every == 0 or t == S - 1
         if t % cfg.eval_every == 0 or t == S - 1:
@@ -280,7 +212,9 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
                     rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
             if measure:
                 for i, layer in enumerate(layers):
-                    for part, value in symmetry.imbalance_drift(spec, None, layer.theta, reference=reference[i]).items():
+                    for part, value in symmetry.imbalance_drift(
+                        spec, None, layer.theta, reference=reference[i]
+                    ).items():
                         rows[f"drift_{part}"][t, i] = value
         bar.update()
     bar.close()
@@ -303,28 +237,3 @@ def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
         config=cfg.to_dict(),
     )
     return metrics, summary
-
-
-def summarize(metrics: pd.DataFrame) -> dict:
-    """Per-run numbers from the per-step metrics (means over steps and layers; NaN-aware)."""
-    last_step = metrics[metrics["step"] == metrics["step"].max()]
-
-    def mean(col, frame=metrics):
-        return float(frame[col].mean()) if frame[col].notna().any() else math.nan
-
-    def maximum(col):
-        return float(metrics[col].max()) if metrics[col].notna().any() else math.nan
-
-    return {
-        "final_loss": mean("loss", last_step),
-        "mean_overlap_all": mean("overlap_all"),
-        "mean_overlap_query_key": mean("overlap_query_key"),
-        "mean_overlap_value_output": mean("overlap_value_output"),
-        "max_overlap_all": maximum("overlap_all"),
-        "chance_all": mean("chance_all"),
-        "mean_update_norm": mean("update_norm"),
-        "max_rebalance_function_change": maximum("rebalance_function_change"),
-        "mean_rebalance_norm_removed": mean("rebalance_norm_removed"),
-        "final_drift_query_key": mean("drift_query_key", last_step),
-        "final_drift_value_output": mean("drift_value_output", last_step),
-    }

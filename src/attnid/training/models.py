@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import AttentionLayer
-from .spec import AttentionSpec
+from ..attention import AttentionLayer
+from ..spec import AttentionSpec
 
 
 class Student(nn.Module):

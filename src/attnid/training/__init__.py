@@ -1,0 +1,10 @@
+"""Training with the symmetry geometry measured at every step.
+
+Modules, each one idea: :mod:`.runs` (the sweep as data: run configs, the run and job lists; no
+torch, the Snakefile imports it), :mod:`.tasks` (teacher-student regression and associative
+recall, generated from seeds), :mod:`.models` (the student layer and the tiny transformer),
+:mod:`.loop` (one run with torch.optim: the reference), :mod:`.optim` (functional optimizers on
+stacked parameters), :mod:`.batched` (many runs of one job as one batched model with torch.func),
+:mod:`.sweep` (per-run results -> summaries, checks, tables, macros). This file imports nothing
+that needs torch.
+"""

@@ -1,0 +1,213 @@
+"""The five questions of the training study, answered from the sweep's tables (no torch).
+
+Every estimate is a mean over seeds (or over paired runs) with a 95% t-interval,
+mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the same interval).
+
+1. Overlap against H: per seed, the least-squares slope of log overlap against log H (rebalance
+   none); the chance level sqrt(dim T / P) = sqrt(1 / (2H)) for MHA has slope -1/2.
+2. Weight decay, exactly. With u = -eta (g + lambda theta) and a loss invariant under the group, the
+   conserved quantity I = Q^T Q - K^T K (and V^T V - O^T O) obeys
+       I(theta') = (1 - eta lambda)^2 I(theta) + eta^2 (G_Q^T G_Q - G_K^T G_K),
+   the cross term vanishing because g is orthogonal to the orbit (<theta, xi_A> = tr(I A) is the
+   pairing of theta with the generator A). So ||I_t|| = (1 - eta lambda)^{2t} ||I_0|| up to the
+   eta^2 term (Kunin et al., ICLR 2021), and under plain SGD the drift after a fixed number of steps
+   grows as eta^2: the slope of log drift against log eta is 2 (the learning-rate study).
+3. Preconditioners: Adam against adam_shared (one second moment per symmetry block), overlap and
+   held-out loss side by side, paired by (H, seed).
+4. Gauge: the Euclidean overlap next to the overlap at the balanced point of each iterate.
+5. Rebalancing and optimisation: paired differences (mode - none, same task, optimizer, H and seed)
+   of log10 final held-out loss and of the steps to a target loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..report.latex import macro_name, number
+
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+SMOOTH = 10  # steps in the running mean of the training loss (time to target)
+
+
+def t_quantile(df: int) -> float:
+    """t_{0.975, df}: the table for df <= 30, then 1.96 + 2.5 / df (within 0.002 of the exact value)."""
+    return T975[df - 1] if df <= len(T975) else 1.96 + 2.5 / df
+
+
+def t_interval(values) -> tuple[float, float]:
+    """95% t-interval of the mean of `values` (NaN dropped); (nan, nan) with fewer than two values."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) < 2:
+        return math.nan, math.nan
+    half = t_quantile(len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean() - half), float(x.mean() + half)
+
+
+def estimate(values) -> dict:
+    """{mean, low, high, n} of `values` (NaN dropped)."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    low, high = t_interval(x)
+    return {"mean": float(x.mean()) if len(x) else math.nan, "low": low, "high": high, "n": len(x)}
+
+
+def ok(summary: pd.DataFrame) -> pd.DataFrame:
+    """The runs that did not diverge."""
+    return summary[~summary["diverged"]]
+
+
+# 1 -------------------------------------------------------------------------------------------
+def heads_slopes(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per task, optimizer and seed (rebalance none): slope of log mean overlap against log H."""
+    free = ok(summary)
+    free = free[(free["rebalance"] == "none") & (free["mean_overlap_all"] > 0)]
+    rows = []
+    for (task, opt, seed), g in free.groupby(["task", "optimizer", "seed"]):
+        if g["heads"].nunique() >= 2:
+            slope = np.polyfit(np.log(g["heads"]), np.log(g["mean_overlap_all"]), 1)[0]
+            rows.append({"task": task, "optimizer": opt, "seed": seed, "slope": slope})
+    return pd.DataFrame(rows, columns=["task", "optimizer", "seed", "slope"])
+
+
+# 2 -------------------------------------------------------------------------------------------
+def weight_decay_decay(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Measured ||I_t|| / ||I_0|| against the prediction (1 - eta lambda)^{2(t+1)} (after step t), per run
+    with weight decay under plain SGD and no rebalancing; columns keys, part, step, measured, predicted."""
+    runs = ok(summary)
+    runs = runs[(runs["algorithm"] == "sgd") & (runs["weight_decay"] > 0) & (runs["rebalance"] == "none")]
+    keys = ["task", "optimizer", "rebalance", "heads", "seed"]
+    m = metrics.merge(
+        runs[[*keys, "weight_decay", "initial_imbalance_query_key", "initial_imbalance_value_output"]], on=keys
+    )
+    out = []
+    for part in ("query_key", "value_output"):
+        per = m.groupby([*keys, "step"], as_index=False).agg(
+            imbalance=(f"imbalance_{part}", "mean"), initial=(f"initial_imbalance_{part}", "mean"),
+            lr=("lr", "first"), weight_decay=("weight_decay", "first"),
+        )  # fmt: skip
+        per["part"] = part
+        per["measured"] = per["imbalance"] / per["initial"]
+        per["predicted"] = (1 - per["lr"] * per["weight_decay"]) ** (2 * (per["step"] + 1))
+        out.append(per[[*keys, "part", "step", "measured", "predicted"]])
+    return pd.concat(out, ignore_index=True)
+
+
+def lr_slopes(lr_summary: pd.DataFrame) -> pd.DataFrame:
+    """Per seed and part: slope of log final drift against log learning rate (plain SGD)."""
+    rows = []
+    for seed, g in ok(lr_summary).groupby("seed"):
+        for part in ("query_key", "value_output"):
+            y = g[f"final_drift_{part}"]
+            keep = y > 0
+            if keep.sum() >= 2:
+                rows.append(
+                    {"seed": seed, "part": part, "slope": np.polyfit(np.log(g["lr"][keep]), np.log(y[keep]), 1)[0]}
+                )
+    return pd.DataFrame(rows, columns=["seed", "part", "slope"])
+
+
+# 5 -------------------------------------------------------------------------------------------
+def steps_to_target(metrics: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    """Per run: the first step whose running-mean training loss is <= fraction x its first window; NaN if never."""
+    keys = ["task", "optimizer", "rebalance", "heads", "seed"]
+    loss = metrics.groupby([*keys, "step"], as_index=False)["loss"].mean()  # one number per run and step
+    rows = []
+    for key, g in loss.groupby(keys, sort=False):
+        smooth = g["loss"].rolling(SMOOTH, min_periods=SMOOTH).mean().to_numpy()
+        reached = np.flatnonzero(smooth <= fraction * smooth[SMOOTH - 1]) if len(g) >= SMOOTH else []
+        rows.append(
+            {**dict(zip(keys, key)), "steps_to_target": float(g["step"].iloc[reached[0]]) if len(reached) else math.nan}
+        )
+    return pd.DataFrame(rows, columns=[*keys, "steps_to_target"])
+
+
+def paired_differences(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, optimizer, heads, seed) and mode in {project, balance}: the run's value minus the run
+    without rebalancing, for log10 final held-out loss and steps to target."""
+    runs = ok(summary).copy()
+    runs["log_eval_loss"] = np.log10(runs["final_eval_loss"])
+    pair = ["task", "optimizer", "heads", "seed"]
+    base = runs[runs["rebalance"] == "none"].set_index(pair)[["log_eval_loss", "steps_to_target"]]
+    out = []
+    for mode in ("project", "balance"):
+        other = runs[runs["rebalance"] == mode].set_index(pair)[["log_eval_loss", "steps_to_target"]]
+        diff = (other - base).dropna(how="all").reset_index()
+        diff["rebalance"] = mode
+        out.append(diff)
+    cols = [*pair, "rebalance", "log_eval_loss", "steps_to_target"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+
+
+def effect_table(diffs: pd.DataFrame) -> pd.DataFrame:
+    """Mean paired difference with 95% interval per task, optimizer, mode and measure; `excludes_zero`."""
+    rows = []
+    for (task, opt, mode), g in diffs.groupby(["task", "optimizer", "rebalance"], sort=False):
+        for measure in ("log_eval_loss", "steps_to_target"):
+            e = estimate(g[measure])
+            excludes = e["n"] >= 2 and (e["low"] > 0 or e["high"] < 0)
+            rows.append(
+                {"task": task, "optimizer": opt, "rebalance": mode, "measure": measure, **e, "excludes_zero": excludes}
+            )
+    return pd.DataFrame(rows)
+
+
+# Macros ----------------------------------------------------------------------------------------
+def interval_text(e: dict) -> str:
+    """'mean [low, high]' for running text (numbers by attnid.report.latex.number)."""
+    return rf"\ensuremath{{{number(e['mean'])}\ [{number(e['low'])}, {number(e['high'])}]}}"
+
+
+def study_macros(
+    summary: pd.DataFrame, checks: pd.DataFrame, lr_summary: pd.DataFrame, decay: pd.DataFrame, effects: pd.DataFrame
+) -> dict:
+    r"""The study's numbers that Section 5 cites, {name: LaTeX} (the sweep's size and lists come from
+    attnid.report.macros.training_macros)."""
+    good = ok(summary)
+    free = good[good["rebalance"] == "none"]
+    values = {
+        "TrainingDiverged": number(int(summary["diverged"].sum())),
+        "TrainingChecksPassed": f"{int(checks['passed'].sum())}/{len(checks)}",
+    }
+    # 1. overlap against H: slope of log overlap on log H (chance: -1/2)
+    for (task, opt), g in heads_slopes(summary).groupby(["task", "optimizer"], sort=False):
+        if task == "teacher_student" and opt != "sgd":
+            values[macro_name("OverlapSlope", opt)] = interval_text(estimate(g["slope"]))
+    # 2. weight decay: predicted vs measured imbalance after the last step; overlap with and without balancing
+    qk = decay[decay["part"] == "query_key"]
+    last = qk[qk["step"] == qk["step"].max()]
+    values["WeightDecayPredicted"] = number(last["predicted"].mean(), digits=4)
+    values["WeightDecayMeasured"] = number(last["measured"].mean(), digits=4)
+    values["WeightDecayMaxRelError"] = number((decay["measured"] / decay["predicted"] - 1).abs().max(), digits=2)
+    wd = good[(good["task"] == "teacher_student") & (good["algorithm"] == "sgd") & (good["weight_decay"] > 0)]
+    for mode in ("none", "balance"):
+        values[macro_name("OverlapWeightDecay", mode)] = number(
+            wd.loc[wd["rebalance"] == mode, "mean_overlap_all"].mean()
+        )
+    for part, g in lr_slopes(lr_summary).groupby("part"):
+        values[macro_name("ConservationSlope", part)] = interval_text(estimate(g["slope"]))
+    # 3. Adam against one second moment per symmetry block
+    for task, g in free.groupby("task"):
+        prefix = "" if task == "teacher_student" else "Recall"
+        for opt in ("adam", "adam_shared", "sgd_momentum"):
+            values[macro_name("Overlap", prefix, opt)] = number(g.loc[g["optimizer"] == opt, "mean_overlap_all"].mean())
+        adam = g[g["optimizer"] == "adam"].set_index(["heads", "seed"])["final_eval_loss"]
+        shared = g[g["optimizer"] == "adam_shared"].set_index(["heads", "seed"])["final_eval_loss"]
+        values[macro_name("AdamSharedLossRatio", prefix)] = interval_text(estimate(np.log10(shared / adam).dropna()))
+    # 4. the gauge-invariant overlap, Adam on the teacher-student task, with and without balancing
+    ts = good[(good["task"] == "teacher_student") & (good["optimizer"] == "adam")]
+    for mode in ("none", "balance"):
+        values[macro_name("OverlapAdam", mode)] = number(ts.loc[ts["rebalance"] == mode, "mean_overlap_all"].mean())
+        values[macro_name("GaugeOverlapAdam", mode)] = number(
+            ts.loc[ts["rebalance"] == mode, "mean_overlap_gauge"].mean()
+        )
+    # 5. rebalancing and optimisation: cells whose paired interval excludes zero
+    for measure, name in (("log_eval_loss", "Loss"), ("steps_to_target", "Time")):
+        sel = effects[effects["measure"] == measure]
+        values[macro_name("EffectCells", name)] = number(len(sel))
+        values[macro_name("EffectSignificant", name)] = number(int(sel["excludes_zero"].sum()))
+    return values

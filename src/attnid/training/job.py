@@ -1,0 +1,70 @@
+"""One Snakemake job of the sweep: every run of one (task, optimizer), trained batched.
+
+A job's runs (attnid.training.runs.runs: rebalancing modes x head counts x seeds) are grouped by
+head count, the one thing that changes the shapes, and each group trains as one batched model
+(attnid.training.batched). The learning-rate study is one more job of the same kind: one task, one
+head count, plain SGD at several learning rates, every (learning rate, seed) a run of one batch.
+
+Outputs are long tables with the run's identity as leading columns: metrics (one row per run,
+step and attention layer) and summary (one row per run, attnid.training.sweep.SUMMARY_COLUMNS).
+A run whose loss stopped being finite is kept, with `diverged = True` and the step.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import pandas as pd
+
+from .batched import train_batched
+from .runs import attention_spec, run_config, runs, task_section
+from .sweep import summary_row
+
+
+def _tables(keys: list[dict], cfgs: list, results: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    metrics, summaries = [], []
+    for key, cfg, (m, s) in zip(keys, cfgs, results):
+        metrics.append(m.assign(**key)[[*key, *m.columns]])
+        summaries.append(summary_row(key, cfg, s))
+    return pd.concat(metrics, ignore_index=True), pd.DataFrame(summaries)
+
+
+def train_job(
+    training: dict, device: str, task: str, optimizer: str, progress: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, summary) of every run of the job (task, optimizer)."""
+    keys = runs(training, task, optimizer)
+    keys.sort(key=lambda k: k["heads"])
+    tables = []
+    for _, group in groupby(keys, key=lambda k: k["heads"]):
+        group = list(group)
+        cfgs = [run_config(training, device, **k) for k in group]
+        tables.append(_tables(group, cfgs, train_batched(cfgs, progress=progress)))
+    return pd.concat([t[0] for t in tables], ignore_index=True), pd.concat([t[1] for t in tables], ignore_index=True)
+
+
+def train_lr_study(training: dict, device: str, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, summary) of the learning-rate study `training.lr_study` (plain SGD, no rebalancing)."""
+    study = training["lr_study"]
+    section = task_section(training, study["task"])
+    base = run_config(training, device, study["task"], section["optimizers"][0]["name"], "none", study["heads"], 0)
+    base = base.with_(
+        attention=attention_spec(section, study["heads"]), optimizer="sgd", weight_decay=0.0, steps=study["steps"]
+    )
+    keys, cfgs = [], []
+    for lr in study["lrs"]:
+        for seed in training["seeds"]:
+            keys.append(
+                {
+                    "task": study["task"],
+                    "optimizer": "sgd",
+                    "rebalance": "none",
+                    "heads": study["heads"],
+                    "seed": seed,
+                    "lr_value": lr,
+                }
+            )
+            cfgs.append(base.with_(lr=float(lr), seed=int(seed), name=f"lr_study/lr{lr}/s{seed}"))
+    metrics, summary = _tables(keys, cfgs, train_batched(cfgs, progress=progress))
+    summary["lr_value"] = [k["lr_value"] for k in keys]
+    return metrics, summary

@@ -1,0 +1,24 @@
+"""One training job: every run of one (task, optimizer), batched -> metrics.parquet, summary.parquet.
+
+Glue only (the job is attnid.training.job.train_job): the progress bars go to the rule's log; each
+output is written atomically. A run that diverged is kept in the summary (`diverged`), not fatal.
+"""
+
+import sys
+
+import torch
+
+from attnid.io import atomic_write_parquet
+from attnid.training.job import train_job
+
+sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115 - tqdm writes to stderr
+torch.set_num_threads(snakemake.threads)
+metrics, summary = train_job(snakemake.params.training, snakemake.params.device, **snakemake.wildcards)
+for row in summary[summary["diverged"]].itertuples():
+    print(
+        f"run {row.task}/{row.optimizer}/{row.rebalance}/h{row.heads}/s{row.seed} diverged at step {row.diverged_step}",
+        file=sys.stderr,
+    )
+atomic_write_parquet(snakemake.output.metrics, metrics)
+atomic_write_parquet(snakemake.output.summary, summary.drop(columns="config"))
+print(f"{len(summary)} runs in {summary['seconds'].sum():.1f} s", file=sys.stderr)
