@@ -97,6 +97,7 @@ def test_modern_variants_are_mapped():
     ds = spec_of("deepseek_v3")
     assert (ds.kv_lora_rank, ds.q_lora_rank, ds.d_head_qk, ds.rope_dims, ds.d_head_v) == (512, 1536, 192, 64, 128)
     assert spec_of("bloom_176b").alibi
+    assert spec_of("deepseek_v2_lite").q_lora_rank == 0  # q_lora_rank null: a full query projection
     qwen2 = model_facts({**stored_config("qwen2_7b"), "use_sliding_window": True, "max_window_layers": 20})
     assert [b.attention.sliding_window for b in qwen2.blocks[19:21]] == [0, 131072]  # from max_window_layers on
     assert spec_of("qwen2_7b").sliding_window == 0  # use_sliding_window false: no window
@@ -147,7 +148,7 @@ def test_refused_by_name():
 def test_every_supported_model_type_has_a_stored_config():
     stored_types = {stored_config(n)["model_type"] for n in STORED}
     # Falcon is stored with its legacy keys; its modern keys are checked below.
-    missing = set(SUPPORTED_MODEL_TYPES) - stored_types - {"qwen3_moe", "deepseek_v2", "falcon"}
+    missing = set(SUPPORTED_MODEL_TYPES) - stored_types - {"qwen3_moe", "falcon"}
     assert not missing
 
 
