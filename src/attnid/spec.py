@@ -20,12 +20,8 @@ module builds one from loose fields:
     RoPE words          parse_rope: "none" | "half" | "full" | an even integer
     a short name        spec.label
 
-Modern variants (each counted in `attnid.counting`, run by `attnid.attention` via
-`attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
-Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi), with their
-`norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
-(Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
-`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
+Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention):
+fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
 """
 
 from __future__ import annotations
@@ -33,6 +29,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from numbers import Integral, Real
+
+from .spec_variants import (
+    VARIANT_DEFAULTS,
+    VARIANT_LABEL,
+    checked_variants,
+    latent_block_shapes,
+    variant_block_shapes,
+)
 
 BIAS_LETTERS = "qkvo"
 DEFAULT_ROPE_BASE = 10000.0
@@ -46,18 +50,6 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 _INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank")
-QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head")
-# Variant fields and their defaults: the label, to_row and from_row mention them only when set.
-VARIANT_DEFAULTS = {
-    "qk_norm": "none",
-    "norm_eps": 1e-6,
-    "sinks": False,
-    "softcap": 0.0,
-    "sliding_window": 0,
-    "alibi": False,
-    "kv_lora_rank": 0,
-    "q_lora_rank": 0,
-}
 
 
 class SpecError(ValueError):
@@ -120,19 +112,6 @@ def parse_rope(value, d_head_qk: int) -> int:
         return int(text)
     except ValueError:
         raise SpecError("rope_dims", f"expected none, half, full or an even integer, got {value!r}") from None
-
-
-# Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
-_VARIANT_LABEL = {
-    "qk_norm": lambda v: f"qk{v.replace('_', '')}",
-    "norm_eps": lambda v: f"eps{v:g}",
-    "sinks": lambda v: "sinks",
-    "softcap": lambda v: f"cap{v:g}",
-    "sliding_window": lambda v: f"w{v}",
-    "alibi": lambda v: "alibi",
-    "kv_lora_rank": lambda v: f"mla{v}",
-    "q_lora_rank": lambda v: f"q{v}",
-}
 
 
 def _positive_int(name: str, value) -> int:
@@ -208,57 +187,8 @@ class AttentionSpec:
                 raise SpecError("causal", f"must be true or false, got {self.causal!r}")
         if self.seq_len is not None:
             set_(self, "seq_len", _positive_int("seq_len", self.seq_len))
-        self._check_variants()
-
-    def _check_variants(self):
-        """Validate the variant fields; a combination the counting does not model is refused by name."""
-        set_ = object.__setattr__
-        if self.qk_norm not in QK_NORMS:
-            raise SpecError("qk_norm", f"must be one of {', '.join(QK_NORMS)}, got {self.qk_norm!r}")
-        for name in ("norm_eps", "softcap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
-                raise SpecError(name, f"must be a finite number >= 0, got {value!r}")
-            set_(self, name, float(value))
-        for name in ("sinks", "alibi"):
-            value = getattr(self, name)
-            if type(value).__name__ == "bool_":
-                set_(self, name, bool(value))
-            elif not isinstance(value, bool):
-                raise SpecError(name, f"must be true or false, got {value!r}")
-        for name in ("sliding_window", "kv_lora_rank", "q_lora_rank"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-                raise SpecError(name, f"must be an integer >= 0, got {value!r}")
-            set_(self, name, int(value))
-        if self.sliding_window == 1:
-            raise SpecError("sliding_window", "1 leaves each query only itself (softmax of one key); use 0 or >= 2")
-        if self.sliding_window and not self.causal:
-            raise SpecError("sliding_window", "a sliding window is modelled for causal attention only")
-        if self.alibi and self.rope_dims:
-            raise SpecError("alibi", "ALiBi together with RoPE is not modelled")
-        if self.qk_norm != "none" and self.d_head_qk > self.d_model:
-            raise SpecError("qk_norm", f"q/k norms are modelled for d_head_qk <= d_model, got {self.d_head_qk}")
-        if self.q_lora_rank and not self.kv_lora_rank:
-            raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
-        if self.kv_lora_rank:
-            for name, ok, why in (
-                ("n_kv_heads", self.n_kv_heads == self.n_heads, "latent attention has one key/value per head"),
-                ("biases", not self.biases, "latent attention is modelled without biases"),
-                ("qk_norm", self.qk_norm == "none", "latent attention has its own norms"),
-                ("rope_dims", self.rope_dims < self.d_head_qk, "latent attention needs unrotated (nope) dims"),
-                ("kv_lora_rank", self.kv_lora_rank <= self.d_model, "must be <= d_model"),
-                ("q_lora_rank", self.q_lora_rank <= self.d_model, "must be <= d_model"),
-            ):
-                if not ok:
-                    raise SpecError(name, why)
-            u, r_kv = self.d_head_qk - self.rope_dims, self.kv_lora_rank
-            if max(u, self.d_head_v) > min(r_kv, self.q_lora_rank or self.d_model, self.d_model):
-                raise SpecError(
-                    "kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks"
-                )
-            if self.n_heads * (u + self.d_head_v) < r_kv or (self.q_lora_rank > self.n_heads * self.d_head_qk):
-                raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+        for name, value in checked_variants(self).items():
+            set_(self, name, value)
 
     def variants(self) -> dict:
         """The variant fields that differ from plain attention, name -> value."""
@@ -311,7 +241,7 @@ class AttentionSpec:
         """
         d, H, G, k, v = self.d_model, self.n_heads, self.n_kv_heads, self.d_head_qk, self.d_head_v
         if self.kv_lora_rank:
-            return self._latent_block_shapes()
+            return latent_block_shapes(self)
         shapes = {
             "W_Q": (H, d, k),
             "b_Q": (H, k),
@@ -323,36 +253,7 @@ class AttentionSpec:
             "b_O": (d,),
         }
         blocks = {n: shapes[n] for n in BLOCK_ORDER if n not in BIAS_OF_BLOCK or self.has_bias(BIAS_OF_BLOCK[n])}
-        return blocks | self._variant_block_shapes()
-
-    def _variant_block_shapes(self) -> dict[str, tuple[int, ...]]:
-        """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
-        H, G, k = self.n_heads, self.n_kv_heads, self.d_head_qk
-        extra = {}
-        if self.qk_norm in ("rms_head", "layernorm_head"):
-            extra |= {"gain_Q": (k,), "gain_K": (k,)}
-        if self.qk_norm == "layernorm_head":
-            extra |= {"shift_Q": (k,), "shift_K": (k,)}
-        if self.qk_norm == "rms_all":
-            extra |= {"gain_Q": (H, k), "gain_K": (G, k)}
-        if self.sinks:
-            extra["sink"] = (H,)
-        return extra
-
-    def _latent_block_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Multi-head latent attention: query (full or down W_DQ, RMSNorm gain, up W_UQ), key/value down
-        W_DKV with its RMSNorm gain, the shared RoPE key W_KR, up-projections W_UK (nope dims) and W_UV, W_O."""
-        d, H, k, v, p = self.d_model, self.n_heads, self.d_head_qk, self.d_head_v, self.rope_dims
-        r_q, r_kv = self.q_lora_rank, self.kv_lora_rank
-        query = {"W_DQ": (d, r_q), "gain_DQ": (r_q,), "W_UQ": (H, r_q, k)} if r_q else {"W_Q": (H, d, k)}
-        return query | {
-            "W_DKV": (d, r_kv),
-            "gain_DKV": (r_kv,),
-            "W_KR": (d, p),
-            "W_UK": (H, r_kv, k - p),
-            "W_UV": (H, r_kv, v),
-            "W_O": (H, v, d),
-        }
+        return blocks | variant_block_shapes(self)
 
     @property
     def n_params(self) -> int:
@@ -382,7 +283,7 @@ class AttentionSpec:
             parts.append(f"base{short if float(short) == self.rope_base else repr(self.rope_base)}")
         if self.seq_len is not None:
             parts.append(f"T{self.seq_len}")
-        parts += [_VARIANT_LABEL[name](value) for name, value in self.variants().items()]
+        parts += [VARIANT_LABEL[name](value) for name, value in self.variants().items()]
         return "_".join(parts)
 
     # Conversions.

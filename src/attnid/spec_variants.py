@@ -1,0 +1,124 @@
+"""The modern-attention variant fields of :class:`attnid.spec.AttentionSpec`: defaults, label parts,
+checks and the extra parameter blocks (torch-free; the spec calls these, nothing else should).
+
+Modern variants (each counted in `attnid.counting`, run by `attnid.attention` via
+`attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
+Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi), with their
+`norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
+(Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
+`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head")
+# Variant fields and their defaults: the label, to_row and from_row mention them only when set.
+VARIANT_DEFAULTS = {
+    "qk_norm": "none",
+    "norm_eps": 1e-6,
+    "sinks": False,
+    "softcap": 0.0,
+    "sliding_window": 0,
+    "alibi": False,
+    "kv_lora_rank": 0,
+    "q_lora_rank": 0,
+}
+
+# Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
+VARIANT_LABEL = {
+    "qk_norm": lambda v: f"qk{v.replace('_', '')}",
+    "norm_eps": lambda v: f"eps{v:g}",
+    "sinks": lambda v: "sinks",
+    "softcap": lambda v: f"cap{v:g}",
+    "sliding_window": lambda v: f"w{v}",
+    "alibi": lambda v: "alibi",
+    "kv_lora_rank": lambda v: f"mla{v}",
+    "q_lora_rank": lambda v: f"q{v}",
+}
+
+
+def checked_variants(spec) -> dict:
+    """The variant fields normalised (float, bool, int), name -> value; SpecError names a bad field
+    or a combination the counting does not model."""
+    from .spec import SpecError  # here, not at the top: attnid.spec imports this module
+
+    out = {}
+    if spec.qk_norm not in QK_NORMS:
+        raise SpecError("qk_norm", f"must be one of {', '.join(QK_NORMS)}, got {spec.qk_norm!r}")
+    for name in ("norm_eps", "softcap"):
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
+            raise SpecError(name, f"must be a finite number >= 0, got {value!r}")
+        out[name] = float(value)
+    for name in ("sinks", "alibi"):
+        value = getattr(spec, name)
+        if type(value).__name__ == "bool_":
+            out[name] = bool(value)
+        elif not isinstance(value, bool):
+            raise SpecError(name, f"must be true or false, got {value!r}")
+    for name in ("sliding_window", "kv_lora_rank", "q_lora_rank"):
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise SpecError(name, f"must be an integer >= 0, got {value!r}")
+        out[name] = int(value)
+    if spec.sliding_window == 1:
+        raise SpecError("sliding_window", "1 leaves each query only itself (softmax of one key); use 0 or >= 2")
+    if spec.sliding_window and not spec.causal:
+        raise SpecError("sliding_window", "a sliding window is modelled for causal attention only")
+    if spec.alibi and spec.rope_dims:
+        raise SpecError("alibi", "ALiBi together with RoPE is not modelled")
+    if spec.qk_norm != "none" and spec.d_head_qk > spec.d_model:
+        raise SpecError("qk_norm", f"q/k norms are modelled for d_head_qk <= d_model, got {spec.d_head_qk}")
+    if spec.q_lora_rank and not spec.kv_lora_rank:
+        raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
+    if spec.kv_lora_rank:
+        for name, ok, why in (
+            ("n_kv_heads", spec.n_kv_heads == spec.n_heads, "latent attention has one key/value per head"),
+            ("biases", not spec.biases, "latent attention is modelled without biases"),
+            ("qk_norm", spec.qk_norm == "none", "latent attention has its own norms"),
+            ("rope_dims", spec.rope_dims < spec.d_head_qk, "latent attention needs unrotated (nope) dims"),
+            ("kv_lora_rank", spec.kv_lora_rank <= spec.d_model, "must be <= d_model"),
+            ("q_lora_rank", spec.q_lora_rank <= spec.d_model, "must be <= d_model"),
+        ):
+            if not ok:
+                raise SpecError(name, why)
+        u, r_kv = spec.d_head_qk - spec.rope_dims, spec.kv_lora_rank
+        if max(u, spec.d_head_v) > min(r_kv, spec.q_lora_rank or spec.d_model, spec.d_model):
+            raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
+        if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
+            raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+    return out
+
+
+def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
+    """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
+    H, G, k = spec.n_heads, spec.n_kv_heads, spec.d_head_qk
+    extra = {}
+    if spec.qk_norm in ("rms_head", "layernorm_head"):
+        extra |= {"gain_Q": (k,), "gain_K": (k,)}
+    if spec.qk_norm == "layernorm_head":
+        extra |= {"shift_Q": (k,), "shift_K": (k,)}
+    if spec.qk_norm == "rms_all":
+        extra |= {"gain_Q": (H, k), "gain_K": (G, k)}
+    if spec.sinks:
+        extra["sink"] = (H,)
+    return extra
+
+
+def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:
+    """Multi-head latent attention: query (full or down W_DQ, RMSNorm gain, up W_UQ), key/value down
+    W_DKV with its RMSNorm gain, the shared RoPE key W_KR, up-projections W_UK (nope dims) and W_UV, W_O."""
+    d, H, k, v, p = spec.d_model, spec.n_heads, spec.d_head_qk, spec.d_head_v, spec.rope_dims
+    r_q, r_kv = spec.q_lora_rank, spec.kv_lora_rank
+    query = {"W_DQ": (d, r_q), "gain_DQ": (r_q,), "W_UQ": (H, r_q, k)} if r_q else {"W_Q": (H, d, k)}
+    return query | {
+        "W_DKV": (d, r_kv),
+        "gain_DKV": (r_kv,),
+        "W_KR": (d, p),
+        "W_UK": (H, r_kv, k - p),
+        "W_UV": (H, r_kv, v),
+        "W_O": (H, v, d),
+    }
