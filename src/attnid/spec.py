@@ -40,7 +40,6 @@ from .spec_variants import (
 
 BIAS_LETTERS = "qkvo"
 DEFAULT_ROPE_BASE = 10000.0
-ROPE_WORDS = ("none", "half", "full")
 # Flat parameter blocks in layout order, and the bias letter that switches each bias block on.
 BLOCK_ORDER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
 BIAS_OF_BLOCK = {"b_Q": "q", "b_K": "k", "b_V": "v", "b_O": "o"}
