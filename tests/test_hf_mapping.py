@@ -35,6 +35,10 @@ def test_every_stored_config_names_its_source_and_maps():
         ("gpt2", "qkvo"),  # Conv1D c_attn / c_proj always biased
         ("phi2", "qkvo"),
         ("mistral_7b", ""),  # bias=False in code whatever the config says
+        ("mixtral_8x7b", ""),
+        ("phi3_mini", ""),
+        ("gemma_7b", ""),
+        ("olmo2_7b", ""),
         ("llama3_8b", ""),
         ("gptj_6b", ""),
         ("pythia_1.4b", "qkvo"),
