@@ -266,3 +266,18 @@ def test_counting_table():
     assert len(both) == 3 and table["RoPE half"].isna().sum() == 1
     assert (both["RoPE full"] < both["RoPE half"]).all() and (both["RoPE half"] < both["MHA"]).all()
     assert set(formats) == set(table.columns[1:])
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(attention_specs(d=(2, 6), groups=(1, 2), heads_per_group=(1, 2), head=(1, 8)))
+def test_t_min_is_enough_on_random_specs(spec):
+    """At T = T_min (contiguous positions) the Jacobian measures the count, for random small specs:
+    GQA, wide heads, d_k != d_v, partial RoPE, any bias subset, causal or not."""
+    pytest.importorskip("torch")
+    from attnid.jacobian import verify
+
+    at_bound = AttentionSpec.from_config({**spec.to_config(), "seq_len": min_seq_len(spec), "rope_base": 10.0})
+    options = {"positions": "contiguous", "other_seeds": (), "half_batch": False, "directions": False}
+    row = verify(at_bound, **options)
+    assert row["measured"] == row["predicted"] == count(spec).unidentified, (at_bound.label, row)
