@@ -28,7 +28,9 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    (c R)^-1 after the gains. Without a final norm (the unembedding reads the raw stream) the
    LayerNorm gauge also shears the stream along 1: h -> h + (h . v) 1 and scales that direction,
    d more. A tied unembedding (U = E^T) leaves only the part that maps E^T correctly: the scale
-   with a final norm, the rotations without one.
+   with a final norm, the rotations without one. Without a final norm the stream's ones component
+   reaches the logits as one sum, so a uniform shift along 1 of E (untied) or of the learned
+   positions trades with the ones component of every constant writer (b_O, b_down): 1 each.
 6. Scale symmetries that rest on a norm's scale invariance: the residual scale c (pre-LN), and in a
    post-LN model one scale per sublayer (x -> c x for the stream segment feeding each norm).
    With eps > 0 they are weakly identified (their own class); the rest stays exact.
@@ -156,8 +158,9 @@ def count_model(spec: ModelSpec) -> ModelCounts:
         centred = ln and spec.final_norm  # every reader of the stream is a LayerNorm
         d_out = d - 1 if centred else d
         # Without a final norm the stream's 1-component reaches the logits only as one sum, to which
-        # a uniform shift of E along 1 adds: every constant writer has a free 1-component.
-        offset = ln and not centred and not tied
+        # a uniform shift along 1 of E (untied) or of the learned positions adds: every constant
+        # writer has a free 1-component.
+        offset = ln and not centred and (not tied or learned)
         d_const = d - 1 if offset else d_out
         extra_o = spec.parallel and spec.mlp_bias
         attn, attn_weak = attention_fibre(a, d_c, d_out, _effective_biases(spec, True, extra_o), d_const)
@@ -172,9 +175,7 @@ def count_model(spec: ModelSpec) -> ModelCounts:
             _centring_readers(spec, _readers(spec, "attn")) + _centring_readers(spec, _readers(spec, "mlp"))
         )
         b["centring_readers"] += _centring_readers(spec, head) if head_norm else 0
-        b["centring_writers"] = (
-            (0 if tied else V) + spec.seq_len * learned + L * writes_per_layer if centred else 0
-        )
+        b["centring_writers"] = (0 if tied else V) + spec.seq_len * learned + L * writes_per_layer if centred else 0
         rotations = d_c * (d_c - 1) // 2
         if tied:
             b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)

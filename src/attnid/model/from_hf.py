@@ -4,7 +4,7 @@
 words); this module turns its facts into the whole-model vocabulary and refuses, naming the field,
 what the whole-model counting does not model: mixture-of-experts MLPs, BERT's token types and
 post-LN blocks, layers whose attention differs by more than a sliding window (count-neutral),
-latent attention, non-gated SiLU MLPs.
+latent attention, non-gated SiLU MLPs, BLOOM's embedding LayerNorm.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     facts = model_facts(cfg)
     if facts.token_types:
         raise SpecError("type_vocab_size", "token type embeddings are not modelled in the whole-model count")
+    if facts.model_type == "bloom":
+        raise SpecError(
+            "model_type", "BLOOM's embedding LayerNorm before pre-LN blocks is not modelled in the whole-model count"
+        )
     if facts.post_ln:
         raise SpecError("post_ln", "post-LN blocks are not modelled in the whole-model count")
     if facts.positions == "alibi":
@@ -46,8 +50,12 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     first = facts.blocks[0]
     for i, block in enumerate(facts.blocks):
         if block.mlp.n_experts:
-            raise SpecError("num_local_experts", f"layer {i} is a mixture of experts: not modelled in the whole-model count")
-        if dataclasses.replace(block.attention, sliding_window=0) != dataclasses.replace(first.attention, sliding_window=0):
+            raise SpecError(
+                "num_local_experts", f"layer {i} is a mixture of experts: not modelled in the whole-model count"
+            )
+        if dataclasses.replace(block.attention, sliding_window=0) != dataclasses.replace(
+            first.attention, sliding_window=0
+        ):
             raise SpecError("layer_types", f"layer {i}'s attention differs from layer 0's beyond a sliding window")
         if block.mlp != first.mlp:
             raise SpecError("intermediate_size", f"layer {i}'s MLP differs from layer 0's")
@@ -73,7 +81,8 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         norm_eps=facts.norm_eps,
         gemma_gain=facts.norm == "rmsnorm_1p",
         parallel=facts.parallel_blocks,
-        shared_norm=facts.parallel_blocks and (mt in SHARED_NORM_TYPES or (mt == "falcon" and not cfg.get("new_decoder_architecture"))),
+        shared_norm=facts.parallel_blocks
+        and (mt in SHARED_NORM_TYPES or (mt == "falcon" and not cfg.get("new_decoder_architecture"))),
         positions=positions,
         max_positions=max_positions,
         seq_len=seq_len,

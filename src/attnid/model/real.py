@@ -25,19 +25,65 @@ _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "nu
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
 # name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (40 for a parallel block at layer 0).
 TINY = {
-    "llama_untied": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": False, **_LLAMA}),
-    "llama_tied": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": True, **_LLAMA}),
-    "llama_bias": ("LlamaForCausalLM", {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": False,
-                                        "attention_bias": True, "mlp_bias": True, **_LLAMA}),  # fmt: skip
+    "llama_untied": (
+        "LlamaForCausalLM",
+        {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": False, **_LLAMA},
+    ),
+    "llama_tied": (
+        "LlamaForCausalLM",
+        {"model_type": "llama", "vocab_size": 16, "tie_word_embeddings": True, **_LLAMA},
+    ),
+    "llama_bias": (
+        "LlamaForCausalLM",
+        {
+            "model_type": "llama",
+            "vocab_size": 16,
+            "tie_word_embeddings": False,
+            "attention_bias": True,
+            "mlp_bias": True,
+            **_LLAMA,
+        },
+    ),
     "qwen3": ("Qwen3ForCausalLM", {"model_type": "qwen3", "vocab_size": 16, "tie_word_embeddings": False, **_LLAMA}),
-    "gemma": ("GemmaForCausalLM", {"model_type": "gemma", "vocab_size": 16, "tie_word_embeddings": True,
-                                   "hidden_activation": "gelu_pytorch_tanh", **_LLAMA}),  # fmt: skip
-    "gpt2": ("GPT2LMHeadModel", {"model_type": "gpt2", "vocab_size": 16, "n_embd": 8, "n_head": 2, "n_layer": 2,
-                                 "n_inner": 16, "n_positions": 6, "layer_norm_epsilon": 1e-5}),  # fmt: skip
-    "gpt_neox": ("GPTNeoXForCausalLM", {"model_type": "gpt_neox", "vocab_size": 40, "hidden_size": 8, "num_attention_heads": 2,
-                                        "num_hidden_layers": 2, "intermediate_size": 16, "rotary_pct": 0.5,
-                                        "max_position_embeddings": 64, "use_parallel_residual": True,
-                                        "tie_word_embeddings": False, "layer_norm_eps": 1e-5}),  # fmt: skip
+    "gemma": (
+        "GemmaForCausalLM",
+        {
+            "model_type": "gemma",
+            "vocab_size": 16,
+            "tie_word_embeddings": True,
+            "hidden_activation": "gelu_pytorch_tanh",
+            **_LLAMA,
+        },
+    ),
+    "gpt2": (
+        "GPT2LMHeadModel",
+        {
+            "model_type": "gpt2",
+            "vocab_size": 16,
+            "n_embd": 8,
+            "n_head": 2,
+            "n_layer": 2,
+            "n_inner": 16,
+            "n_positions": 6,
+            "layer_norm_epsilon": 1e-5,
+        },
+    ),
+    "gpt_neox": (
+        "GPTNeoXForCausalLM",
+        {
+            "model_type": "gpt_neox",
+            "vocab_size": 40,
+            "hidden_size": 8,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 2,
+            "intermediate_size": 16,
+            "rotary_pct": 0.5,
+            "max_position_embeddings": 64,
+            "use_parallel_residual": True,
+            "tie_word_embeddings": False,
+            "layer_norm_eps": 1e-5,
+        },
+    ),
 }
 SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
 
@@ -92,7 +138,9 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
             is_gain = is_gain and not pname.endswith("bias")
             sample = (0.0 if gemma else 1.0) + 0.3 * sample if is_gain else 0.3 * sample
         elif "emb" not in pname and "wte" not in pname and "wpe" not in pname:
-            fan_in = p.shape[0] if type(model).__name__.startswith("GPT2") else p.shape[-1]  # GPT-2's Conv1D is (in, out)
+            fan_in = (
+                p.shape[0] if type(model).__name__.startswith("GPT2") else p.shape[-1]
+            )  # GPT-2's Conv1D is (in, out)
             sample = sample / math.sqrt(fan_in)
         names.append(pname)
         shapes.append(tuple(p.shape))

@@ -54,7 +54,9 @@ class ModelSpec:
     embedding_norm: bool = False  # a norm right after the embeddings (BERT)
     embed_scale: float = 1.0  # Gemma multiplies the embeddings by sqrt(d)
     lm_head_bias: bool = False
-    seq_len: int | None = None  # positions the model is used on (default max_positions); learned rows beyond it are unread
+    seq_len: int | None = (
+        None  # positions the model is used on (default max_positions); learned rows beyond it are unread
+    )
 
     def __post_init__(self):
         if self.seq_len is None:
@@ -174,7 +176,11 @@ class ModelSpec:
             "par" + ("1" if self.shared_norm else "2") if self.parallel else "",
             self.positions,
         ]
-        parts += [f"T{self.seq_len}" + (f"of{self.max_positions}" if self.seq_len < self.max_positions else ""), "tied" if self.tied else "", "" if self.final_norm else "nofinal"]
+        parts += [
+            f"T{self.seq_len}" + (f"of{self.max_positions}" if self.seq_len < self.max_positions else ""),
+            "tied" if self.tied else "",
+            "" if self.final_norm else "nofinal",
+        ]
         parts += ["embnorm" if self.embedding_norm else "", "hb" if self.lm_head_bias else "", f"eps{self.norm_eps:g}"]
         return "_".join(p for p in parts if p)
 

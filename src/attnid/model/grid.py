@@ -1,0 +1,132 @@
+"""The whole-model verification grid: every count against its Jacobian, on this project's model
+function and on real `transformers` language models, plus the table of shipped real models.
+
+A case is measured at the spec's eps (rank of all logits over balanced random tokens, sized by
+`attnid.model.judge.model_sizing`), on the first half of its sequences, at another seed, and, where a
+norm has eps > 0, again at eps = 0 with the same weights and tokens: the difference is the weakly
+identified dimension, reported with the singular values that carry it. `agree` needs all of it:
+measured == count, the same on half the data and at the other seed, weak measured == weak count.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..spec import AttentionSpec
+from .counting import count_model
+from .forward import logits
+from .judge import measure_function, model_sizing, random_tokens
+from .layout import ModelLayout
+from .spec import ModelSpec
+
+# The base of every own case: vocab 12, 2 layers, d_model 8, 2 heads of 4, d_ff 8, 6 positions, eps 0.
+BASE = {"vocab_size": 12, "n_layers": 2, "d_ff": 8, "max_positions": 6, "norm_eps": 0.0}
+BASE_ATTENTION = {"d_model": 8, "n_heads": 2, "causal": True}
+
+
+def own_spec(fields: dict) -> ModelSpec:
+    """A ModelSpec from BASE overridden by `fields` (its `attention` a mapping of AttentionSpec fields)."""
+    fields = {**BASE, **fields}
+    attention = AttentionSpec.from_config({**BASE_ATTENTION, **(fields.pop("attention", None) or {})})
+    return ModelSpec(attention=attention, **fields)
+
+
+def _has_eps(spec: ModelSpec) -> bool:
+    return spec.norm_eps > 0 or (spec.attention.qk_norm != "none" and spec.attention.norm_eps > 0)
+
+
+def verify_case(
+    name: str, kind: str, spec: ModelSpec, make, seed: int = 0, oversample: float = 3.0, other_seed: bool = True
+) -> dict:
+    """One row: `make(seed, eps_zero) -> (f, theta)` gives the function f(theta, tokens (T,)) -> (T, V)."""
+    start = time.perf_counter()
+    counts = count_model(spec)
+    sizing = model_sizing(spec, oversample)
+    tokens = random_tokens(spec, sizing, torch.Generator().manual_seed(seed + 1000))
+    f, theta = make(seed, False)
+    at = measure_function(f, theta, tokens, half=True)
+    row = {"case": name, "kind": kind, "label": spec.label, "P": theta.numel(), "P_spec": spec.n_params}
+    row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
+    row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
+    row |= {"weak_count": counts.weakly_identified, "weak_measured": 0}
+    if _has_eps(spec):
+        f0, theta0 = make(seed, True)
+        free = measure_function(f0, theta0, tokens, half=False)
+        row["weak_measured"] = free["measured"] - at["measured"]
+        if row["weak_measured"] > 0:
+            kept = at["sigma"][at["rank"] - row["weak_measured"] : at["rank"]]
+            row |= {"weak_sigma_min": float(kept.min()), "weak_sigma_max": float(kept.max())}
+            row["sigma_kept"] = float(at["sigma"][at["rank"] - row["weak_measured"] - 1])  # smallest strong one
+    checks = [row["P"] == row["P_spec"], at["measured"] == counts.unidentified, at["measured_half"] == at["measured"]]
+    if other_seed:
+        f1, theta1 = make(seed + 1, False)
+        tokens1 = random_tokens(spec, sizing, torch.Generator().manual_seed(seed + 1001))
+        row["measured_other_seed"] = measure_function(f1, theta1, tokens1, half=False)["measured"]
+        checks.append(row["measured_other_seed"] == at["measured"])
+    checks.append(row["weak_measured"] == row["weak_count"])
+    row["agree"] = bool(all(checks))
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def own_case(name: str, spec: ModelSpec, **options) -> dict:
+    layout = ModelLayout(spec)
+
+    def make(seed, eps_zero):
+        s = spec.with_eps(0.0) if eps_zero else spec
+        theta = layout.init(torch.Generator().manual_seed(seed))
+        return (lambda th, tok: logits(th, tok, s, layout)), theta
+
+    return verify_case(name, "own", spec, make, **options)
+
+
+def real_case(name: str, **options) -> dict:
+    from .from_hf import model_spec
+    from .real import SEQ_LEN, TINY, build_real
+
+    spec = model_spec(TINY[name][1], seq_len=SEQ_LEN)
+
+    def make(seed, eps_zero):
+        real = build_real(name, seed, eps=0.0 if eps_zero else None)
+        return real.forward, real.theta
+
+    row = verify_case(name, "transformers", spec, make, **options)
+    return {**row, "model_class": TINY[name][0]}
+
+
+def verification_table(
+    own: list[dict], real: list[str], seed: int = 0, oversample: float = 3.0, other_seed: bool = True, log=print
+):
+    """One row per case: own cases {name, ...ModelSpec fields over BASE}, real cases by TINY name."""
+    import pandas as pd
+
+    options = {"seed": seed, "oversample": oversample, "other_seed": other_seed}
+    rows = []
+    for case in own:
+        fields = {k: v for k, v in case.items() if k != "name"}
+        rows.append(own_case(case["name"], own_spec(fields), **options))
+        _log_row(rows[-1], log)
+    for name in real:
+        rows.append(real_case(name, **options))
+        _log_row(rows[-1], log)
+    return pd.DataFrame(rows)
+
+
+def _log_row(row: dict, log) -> None:
+    log(
+        f"{row['case']:18s} {row['kind']:12s} P={row['P']:5d} count={row['count']:4d} measured={row['measured']:4d}"
+        f" (half {row['measured_half']}, seed {row.get('measured_other_seed', '-')}) weak {row['weak_count']}/{row['weak_measured']}"
+        f" gap={row['gap']:.1f} {'ok' if row['agree'] else 'DISAGREE'} ({row['seconds']:.1f} s)"
+    )
+
+
+def disagreements(df) -> str:
+    """'' if every row agrees, else one line per disagreeing case."""
+    bad = df[~df["agree"].astype(bool)]
+    return "\n".join(
+        f"{r.case} ({r.label}): count {r.count} weak {r.weak_count}; measured {r.measured} weak {r.weak_measured}"
+        f" half {r.measured_half}; P {r.P} vs spec {r.P_spec}"
+        for r in bad.itertuples()
+    )

@@ -1,0 +1,60 @@
+"""Whole-model counts of real language models from their published `config.json` (torch-free).
+
+For every stored config (`attnid.hf.configs`) the whole model (`attnid.model.from_hf.model_spec`,
+counted by `attnid.model.counting.count_model`) is set beside its attention layers alone
+(`attnid.counting.count` of every layer, summed): the attention-only count is a lower bound that
+ignores every symmetry between layers. A model the whole-model count does not cover is listed with
+the reason (the field it refuses).
+"""
+
+from __future__ import annotations
+
+from ..counting import count
+from ..hf import load_config, stored_config
+from ..hf.mapping import model_facts
+from ..spec import SpecError
+from .counting import count_model
+from .from_hf import model_spec
+
+
+def count_whole_model(config, seq_len: int | None = None) -> dict:
+    """The whole-model counts of a config (a mapping, or a path to a config.json): total, unidentified,
+    identified, ratio, weakly_identified and the breakdown by source (the keys of `attnid count`)."""
+    cfg = config if isinstance(config, dict) else load_config(config)
+    return count_model(model_spec(cfg, seq_len)).to_dict()
+
+
+DEFAULT_SEQ_LEN = 2048  # positions used where a config names no maximum (Falcon)
+
+
+def shipped_row(name: str, seq_len: int | None = None) -> dict:
+    """One table row for the stored config `name`, used on seq_len positions (default: the config's
+    maximum, else DEFAULT_SEQ_LEN); `status` is 'ok' or the refusal."""
+    cfg = stored_config(name)
+    facts = model_facts(cfg)
+    seq_len = seq_len or facts.max_positions or DEFAULT_SEQ_LEN
+    attn = [count(spec) for spec in (block.attention for block in facts.blocks)]
+    row = {
+        "model": name,
+        "model_type": facts.model_type,
+        "attention_P": sum(c.total for c in attn),
+        "attention_unidentified": sum(c.unidentified for c in attn),
+    }
+    try:
+        counts = count_model(model_spec(cfg, seq_len))
+    except SpecError as err:
+        return {**row, "status": f"refused: {err}"}
+    row |= {"P": counts.total, "unidentified": counts.unidentified, "weakly_identified": counts.weakly_identified}
+    row |= {"ratio": counts.ratio, "identified_share": counts.identified / counts.total, "status": "ok"}
+    row["attention_share_of_unidentified"] = row["attention_unidentified"] / max(counts.unidentified, 1)
+    return {**row, **{f"src_{k}": v for k, v in counts.breakdown.items()}}
+
+
+def shipped_table(names, seq_len: int | None = None):
+    """DataFrame of :func:`shipped_row` over `names` (source columns 0 where a model has none)."""
+    import pandas as pd
+
+    df = pd.DataFrame([shipped_row(n, seq_len) for n in names])
+    sources = [c for c in df.columns if c.startswith("src_")]
+    df[sources] = df[sources].fillna(0).astype(int)
+    return df

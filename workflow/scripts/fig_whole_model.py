@@ -1,0 +1,55 @@
+"""Figure `whole_model`: where the unidentified parameters of a real language model live.
+
+Reads results/tables/whole_model.csv (one row per shipped config; attnid.model.shipped). One bar per
+model the whole-model count covers: the unidentified parameters split by source (share of all
+unidentified ones, %), grouped into attention (the layers' own symmetries), residual-stream rotations,
+norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units, and the rest
+(embeddings, constants, unread rows). Text on the right: unidentified / P of the whole model.
+"""
+
+import numpy as np
+import pandas as pd
+
+from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
+
+GROUPS = {
+    "attention": ["src_attention", "src_parallel_constants", "src_constant_offsets"],
+    "stream rotations": ["src_residual_rotations", "src_residual_scale"],
+    "norm gain / bias": ["src_norm_gain", "src_norm_bias"],
+    "LayerNorm centring": ["src_centring_readers", "src_centring_writers"],
+    "MLP hidden units": ["src_mlp_hidden"],
+    "embeddings, rest": ["src_embeddings", "src_unread_positions"],
+}
+
+
+def plot(whole_model: pd.DataFrame):
+    """Stacked horizontal bars of the unidentified parameters by source, one per model (a matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+
+    use_style()
+    df = whole_model[whole_model["status"] == "ok"].sort_values("ratio").reset_index(drop=True)
+    shares = pd.DataFrame({g: df[[c for c in cols if c in df]].sum(axis=1) for g, cols in GROUPS.items()}).div(
+        df["unidentified"], axis=0
+    )
+    y = np.arange(len(df))
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.1 + 0.2 * len(df)), constrained_layout=True)
+    left = np.zeros(len(df))
+    for i, group in enumerate(GROUPS):
+        ax.barh(y, 100 * shares[group], left=100 * left, color=PALETTE[i % len(PALETTE)], label=group, height=0.75)
+        left += shares[group].to_numpy()
+    side = ax.get_yaxis_transform()
+    for yi, ratio in zip(y, df["ratio"]):
+        ax.text(1.02, yi, f"{100 * ratio:.2f}%", transform=side, va="center", fontsize=6)
+    ax.set_yticks(y, df["model"])
+    ax.set_xlim(0, 100)
+    ax.set_ylim(-0.6, len(df) - 0.4)
+    ax.set_xlabel("share of the unidentified parameters (%)")
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, fontsize=6)
+    return fig
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from figlib import main
+
+    main(snakemake, plot)
