@@ -46,7 +46,7 @@ rule fig_architectures:
 rule fig_overlap:
     input:
         script_inputs("fig_overlap.py"),
-        metrics=f"{RESULTS}/training/metrics.parquet",
+        summary=f"{RESULTS}/training/summary.parquet",
     output:
         pdf=f"{RESULTS}/figures/overlap.pdf",
         png=report(
@@ -66,6 +66,7 @@ rule fig_loss:
     input:
         script_inputs("fig_loss.py"),
         metrics=f"{RESULTS}/training/metrics.parquet",
+        summary=f"{RESULTS}/training/summary.parquet",
     output:
         pdf=f"{RESULTS}/figures/loss.pdf",
         png=report(
@@ -85,6 +86,7 @@ rule fig_conserved:
     input:
         script_inputs("fig_conserved.py"),
         metrics=f"{RESULTS}/training/metrics.parquet",
+        summary=f"{RESULTS}/training/summary.parquet",
     output:
         pdf=f"{RESULTS}/figures/conserved.pdf",
         png=report(

@@ -96,3 +96,43 @@ TARGETS["tables"] += [
     rules.training_aggregate.output.csv,
 ]
 MACRO_FRAGMENTS.append(rules.training_aggregate.output.macros)
+
+
+# Figures of the training study (one rule per figure; each reads aggregated results only).
+TRAINING_FIGURES = {
+    "weight_decay": {
+        "decay": rules.training_aggregate.output.decay,
+        "lr_summary": rules.train_lr_study.output.summary,
+    },
+    "preconditioner": {"summary": rules.training_aggregate.output.summary},
+    "gauge": {"summary": rules.training_aggregate.output.summary},
+    "rebalance_effect": {"effects": rules.training_aggregate.output.effects},
+}
+
+
+for _name, _tables in TRAINING_FIGURES.items():
+
+    rule:
+        name:
+            f"fig_{_name}"
+        input:
+            script_inputs(f"fig_{_name}.py"),
+            **_tables,
+        output:
+            pdf=f"{RESULTS}/figures/{_name}.pdf",
+            png=report(
+                f"{RESULTS}/figures/{_name}.png",
+                caption=f"../report/{_name}.rst",
+                category="Training",
+            ),
+        log:
+            logfile(f"fig_{_name}"),
+        conda:
+            CONDA_ENV
+        script:
+            f"../scripts/fig_{_name}.py"
+
+    TARGETS["figures"] += [
+        f"{RESULTS}/figures/{_name}.pdf",
+        f"{RESULTS}/figures/{_name}.png",
+    ]

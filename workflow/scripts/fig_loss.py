@@ -1,62 +1,55 @@
-"""Figure `loss`: training and evaluation loss with and without rebalancing, by optimizer.
+"""Figure `loss`: training and held-out loss with and without rebalancing, by optimizer.
 
-Reads results/training/metrics.parquet. Rows of panels: tasks; columns: optimizers; colour:
-rebalancing mode. Solid: training loss per step; dashed with markers: held-out evaluation loss
-(where evaluated). Lines: mean over seeds (layers averaged first), bands: min-max over seeds.
-One head count per task is shown, the largest that task sweeps.
+Reads results/training/metrics.parquet and summary.parquet. Rows of panels: tasks; columns:
+optimizers; colour: rebalancing mode. Solid: training loss per step; dashed with markers: held-out
+loss where evaluated. 95% t-intervals over seeds (attention layers averaged first); the largest head
+count of each task. Diverged runs are left out and counted in a footnote.
 """
 
 import pandas as pd
+from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
 
-from attnid.report.seeds import at_largest_heads, seed_band
-from attnid.report.style import (
-    FULL_WIDTH,
-    OPTIMIZER_NAMES,
-    PALETTE,
-    REBALANCE_NAMES,
-    TASK_NAMES,
-    label_grid,
-    ordered,
-    use_style,
-)
+from attnid.report.seeds import at_largest_heads
+from attnid.report.style import FULL_WIDTH, PALETTE, label_grid, use_style
 
-BY = ["task", "optimizer", "rebalance"]
+KEYS = ["task", "optimizer", "rebalance", "heads", "seed", "step"]
 
 
-def plot(metrics: pd.DataFrame):
-    """Grid of panels (tasks x optimizers) of the losses over steps (a matplotlib Figure)."""
+def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     use_style()
     df, heads = at_largest_heads(metrics)
-    tasks = ordered(df["task"], list(TASK_NAMES))
-    optimizers = ordered(df["optimizer"], list(OPTIMIZER_NAMES))
-    modes = ordered(df["rebalance"], list(REBALANCE_NAMES))
-    train = seed_band(df, BY, "loss")
-    evaluated = seed_band(df.dropna(subset=["eval_loss"]), BY, "eval_loss")
-    fig, axes = plt.subplots(
-        len(tasks), len(optimizers), figsize=(FULL_WIDTH, 0.4 + 1.55 * len(tasks)),
-        sharex="row", sharey="row", squeeze=False, constrained_layout=True,
-    )  # fmt: skip
+    per_run = readable(df.groupby(KEYS, as_index=False)[["loss", "eval_loss"]].mean())  # one value per run and step
+    tasks, optimizers = names(df, "task", TASK_NAMES), names(df, "optimizer", OPTIMIZER_NAMES)
+    modes = names(df, "rebalance", REBALANCE_NAMES)
+    colours = dict(zip(modes, PALETTE))
+    fig, axes = plt.subplots(len(tasks), len(optimizers), figsize=(FULL_WIDTH, 0.5 + 1.6 * len(tasks)),
+                             sharex="row", sharey="row", squeeze=False, constrained_layout=True)  # fmt: skip
+    train = band(per_run, ["task", "optimizer", "rebalance"], "loss")
+    evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss")
     for (i, task), (j, opt) in ((a, b) for a in enumerate(tasks) for b in enumerate(optimizers)):
         ax = axes[i, j]
-        for k, mode in enumerate(modes):
-            color = PALETTE[k % len(PALETTE)]
-            for band, style in ((train, dict(ls="-")), (evaluated, dict(ls="--", marker=".", ms=3))):
-                sel = band[(band.task == task) & (band.optimizer == opt) & (band.rebalance == mode)]
-                ax.plot(sel["step"], sel["mean"], color=color, lw=0.9, **style)
-                ax.fill_between(sel["step"], sel["low"], sel["high"], color=color, alpha=0.2, lw=0)
-        ax.set_yscale("log")
-    rows = [f"{TASK_NAMES.get(t, t)} ($H = {heads[t]}$)" for t in tasks]
-    label_grid(axes, rows, [OPTIMIZER_NAMES.get(o, o) for o in optimizers], "loss")
-    handles = [Line2D([], [], color=PALETTE[k % len(PALETTE)], label=REBALANCE_NAMES.get(m, m)) for k, m in enumerate(modes)]
-    handles += [Line2D([], [], color="0.3", label="train"), Line2D([], [], color="0.3", ls="--", marker=".", label="eval")]
+        for mode in modes:
+            for b, style in ((train, {}), (evaluated, {"ls": "--", "marker": "."})):
+                sel = b[(b["task"] == task) & (b["optimizer"] == opt) & (b["rebalance"] == mode)]
+                draw_band(ax, sel, colours[mode], **style)
+        ax.set(yscale="log")
+    heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
+    label_grid(axes, [f"{t} ($H = {heads[t]}$)" for t in tasks], optimizers, "loss")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colours[m], label=m) for m in modes]
+    handles += [
+        Line2D([], [], color="0.3", label="train"),
+        Line2D([], [], color="0.3", ls="--", marker=".", label="held-out"),
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
+    note_diverged(fig, summary)
     return fig
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     from figlib import main
 
-    main(snakemake, plot)  # noqa: F821
+    main(snakemake, plot)

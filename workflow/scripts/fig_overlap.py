@@ -1,73 +1,45 @@
-"""Figure `overlap`: how much of each training update lies in the unidentified subspace.
+"""Figure `overlap`: the mean overlap of updates with the unidentified subspace against the head count H.
 
-Reads results/training/metrics.parquet (one row per run, step and layer). Overlap of an update u:
-||P_T u|| / ||u||, P_T the orthogonal projection onto the tangent space of the symmetry orbit.
-Rows of panels: tasks; columns: optimizers; colour: heads H; line style: rebalancing mode.
-Lines: mean over seeds (layers averaged first); bands: min-max range over seeds; thin dotted
-lines: the chance level sqrt(dim T / P) of a random direction. Log scale: overlaps below
-FLOOR (e.g. exactly zero for `project`) are drawn at FLOOR.
+Reads results/training/summary.parquet (one row per run). Overlap of a run: the mean over steps and
+attention layers of ||P_T u|| / ||u||, P_T the orthogonal projection onto the tangent space of the
+symmetry orbit (no rebalancing). One panel per task; colour: optimizer; 95% t-intervals over seeds;
+dashed black: the chance level sqrt(dim T / P) of a random direction, sqrt(1 / (2H)) for MHA
+(slope -1/2 on these log-log axes). Plain SGD is left out: its overlap is float rounding (~1e-16).
 """
 
 import pandas as pd
+from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable
 
-from attnid.report.seeds import seed_band
-from attnid.report.style import (
-    CHANCE_STYLE,
-    FULL_WIDTH,
-    LINESTYLES,
-    OPTIMIZER_NAMES,
-    PALETTE,
-    REBALANCE_NAMES,
-    TASK_NAMES,
-    label_grid,
-    ordered,
-    use_style,
-)
-
-FLOOR = 1e-17  # lower edge of the log axis; float64 rounding is about 1e-16
+from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 
-def plot(metrics: pd.DataFrame, value: str = "overlap_all", chance: str = "chance_all"):
-    """Grid of panels (tasks x optimizers) of `value` over steps (a matplotlib Figure)."""
+def plot(summary: pd.DataFrame):
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
+    import seaborn as sns
 
     use_style()
-    tasks = ordered(metrics["task"], list(TASK_NAMES))
-    optimizers = ordered(metrics["optimizer"], list(OPTIMIZER_NAMES))
-    modes = ordered(metrics["rebalance"], list(REBALANCE_NAMES))
-    heads = sorted(metrics["heads"].unique())
-    band = seed_band(metrics, ["task", "optimizer", "rebalance", "heads"], value)
-    levels = metrics.groupby(["task", "heads"])[chance].mean()  # chance level: fixed per spec
-    fig, axes = plt.subplots(
-        len(tasks), len(optimizers), figsize=(FULL_WIDTH, 0.4 + 1.55 * len(tasks)),
-        sharex="row", sharey=True, squeeze=False, constrained_layout=True,
-    )  # fmt: skip
-    for (i, task), (j, opt) in ((a, b) for a in enumerate(tasks) for b in enumerate(optimizers)):
-        ax = axes[i, j]
-        for hi, h in enumerate(heads):
-            color = PALETTE[hi % len(PALETTE)]
-            if (task, h) in levels.index:
-                ax.axhline(levels[(task, h)], color=color, ls=CHANCE_STYLE, lw=0.8, gid="chance")
-            for mi, mode in enumerate(modes):
-                sel = band[(band.task == task) & (band.optimizer == opt) & (band.rebalance == mode) & (band.heads == h)]
-                if sel.empty:
-                    continue
-                ls = LINESTYLES[mi % len(LINESTYLES)]
-                ax.plot(sel["step"], sel["mean"].clip(lower=FLOOR), ls, color=color, lw=0.9)
-                ax.fill_between(sel["step"], sel["low"].clip(lower=FLOOR), sel["high"].clip(lower=FLOOR), color=color, alpha=0.2, lw=0)
-        ax.set_yscale("log")
-        ax.set_ylim(FLOOR / 3, 2)
-    names = [TASK_NAMES.get(t, t) for t in tasks], [OPTIMIZER_NAMES.get(o, o) for o in optimizers]
-    label_grid(axes, *names, r"overlap $\|P_T u\| / \|u\|$")
-    handles = [Line2D([], [], color=PALETTE[k % len(PALETTE)], label=f"$H = {h}$") for k, h in enumerate(heads)]
-    handles += [Line2D([], [], color="0.3", ls=LINESTYLES[k % len(LINESTYLES)], label=REBALANCE_NAMES.get(m, m)) for k, m in enumerate(modes)]
-    handles.append(Line2D([], [], color="0.3", ls=CHANCE_STYLE, lw=0.8, label="chance level"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
+    runs = summary[(summary["rebalance"] == "none") & ~summary["diverged"] & (summary["optimizer"] != "sgd")]
+    tasks = names(runs, "task", TASK_NAMES)
+    shown = readable(runs)
+    order = names(runs, "optimizer", OPTIMIZER_NAMES)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.4), squeeze=False, constrained_layout=True)
+    for ax, task in zip(axes[0], tasks):
+        cell = shown[shown["task"] == task]
+        sns.lineplot(cell, x="heads", y="mean_overlap_all", hue="optimizer", hue_order=order, palette=PALETTE[: len(order)],
+                     errorbar=CI, marker="o", ax=ax, legend=ax is axes[0, 0])  # fmt: skip
+        chance = cell.groupby("heads")["chance_all"].mean()
+        ax.plot(chance.index, chance.to_numpy(), "k--", lw=0.9, label="chance $\\sqrt{\\dim T / P}$")
+        ax.set(xscale="log", yscale="log", title=task, xlabel="heads $H$", ylabel=r"mean overlap $\|P_T u\| / \|u\|$")
+        ax.set_xticks(sorted(cell["heads"].unique()), [str(h) for h in sorted(cell["heads"].unique())])
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if axes[0, 0].get_legend():
+        axes[0, 0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4))
+    note_diverged(fig, summary)
     return fig
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     from figlib import main
 
-    main(snakemake, plot)  # noqa: F821
+    main(snakemake, plot)

@@ -16,7 +16,7 @@ mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the sam
    held-out loss side by side, paired by (H, seed).
 4. Gauge: the Euclidean overlap next to the overlap at the balanced point of each iterate.
 5. Rebalancing and optimisation: paired differences (mode - none, same task, optimizer, H and seed)
-   of log10 final held-out loss and of the steps to a target loss.
+   of log10 final held-out loss and of the steps to a target loss (:func:`steps_to_target`).
 """
 
 from __future__ import annotations
@@ -113,17 +113,24 @@ def lr_slopes(lr_summary: pd.DataFrame) -> pd.DataFrame:
 
 # 5 -------------------------------------------------------------------------------------------
 def steps_to_target(metrics: pd.DataFrame, fraction: float) -> pd.DataFrame:
-    """Per run: the first step whose running-mean training loss is <= fraction x its first window; NaN if never."""
+    """Per run: the first step whose running-mean training loss (SMOOTH steps) is at most
+    L_best + fraction (L_0 - L_best), L_0 the run's first window and L_best the lowest final running
+    mean among the runs of its (task, optimizer, H) cell: the time to cover 1 - fraction of the loss
+    reduction that the cell achieves at all. NaN when the run never gets there."""
     keys = ["task", "optimizer", "rebalance", "heads", "seed"]
     loss = metrics.groupby([*keys, "step"], as_index=False)["loss"].mean()  # one number per run and step
-    rows = []
-    for key, g in loss.groupby(keys, sort=False):
-        smooth = g["loss"].rolling(SMOOTH, min_periods=SMOOTH).mean().to_numpy()
-        reached = np.flatnonzero(smooth <= fraction * smooth[SMOOTH - 1]) if len(g) >= SMOOTH else []
-        rows.append(
-            {**dict(zip(keys, key)), "steps_to_target": float(g["step"].iloc[reached[0]]) if len(reached) else math.nan}
-        )
-    return pd.DataFrame(rows, columns=[*keys, "steps_to_target"])
+    loss["smooth"] = loss.groupby(keys, sort=False)["loss"].transform(
+        lambda x: x.rolling(SMOOTH, min_periods=SMOOTH).mean()
+    )
+    runs = loss.groupby(keys, sort=False)["smooth"].agg(
+        first=lambda x: x.dropna().iloc[0] if x.notna().any() else math.nan, last="last"
+    )
+    best = runs.groupby(["task", "optimizer", "heads"])["last"].transform("min")
+    runs["target"] = best + fraction * (runs["first"] - best)
+    loss = loss.join(runs["target"], on=keys)
+    hit = loss[loss["smooth"] <= loss["target"]].groupby(keys)["step"].min()
+    out = runs.join(hit.rename("steps_to_target").astype(float)).reset_index()
+    return out[[*keys, "steps_to_target"]]
 
 
 def paired_differences(summary: pd.DataFrame) -> pd.DataFrame:

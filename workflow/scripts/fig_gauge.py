@@ -1,0 +1,54 @@
+"""Figure `gauge`: the Euclidean overlap next to a gauge-invariant one, with and without balancing.
+
+Reads results/training/summary.parquet. Per optimizer (x) and task (panels): the mean overlap
+||P_T u|| / ||u|| of the updates at the iterate (Euclidean), and the overlap after moving the iterate
+and its update to the balanced point of its orbit (gauge-invariant: the same at every point of the
+orbit); filled: no rebalancing, open: balance every few steps. Plain SGD is left out (zero
+Euclidean overlap by construction). 95% t-intervals over seeds and head counts.
+"""
+
+import pandas as pd
+from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable
+
+from attnid.report.style import FULL_WIDTH, PALETTE, use_style
+
+
+def plot(summary: pd.DataFrame):
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    use_style()
+    runs = summary[
+        summary["rebalance"].isin(["none", "balance"]) & ~summary["diverged"] & (summary["optimizer"] != "sgd")
+    ]
+    long = readable(runs).melt(
+        id_vars=["task", "optimizer", "rebalance", "heads", "seed"], value_vars=["mean_overlap_all", "mean_overlap_gauge"],
+        var_name="measure", value_name="overlap",
+    )  # fmt: skip
+    long["measure"] = long["measure"].map(
+        {"mean_overlap_all": "Euclidean", "mean_overlap_gauge": "at the balanced point"}
+    )
+    long["series"] = long["measure"] + ", " + long["rebalance"]
+    tasks = names(runs, "task", TASK_NAMES)
+    order = names(runs, "optimizer", OPTIMIZER_NAMES)
+    series = [f"{m}, {r}" for m in ("Euclidean", "at the balanced point") for r in ("no rebalancing", "balance")]
+    colours = [PALETTE[0], PALETTE[5], PALETTE[3], PALETTE[1]]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.6), squeeze=False, constrained_layout=True)
+    for ax, task in zip(axes[0], tasks):
+        cell = long[long["task"] == task]
+        sns.pointplot(cell, x="optimizer", y="overlap", hue="series", order=[o for o in order if o in set(cell["optimizer"])],
+                      hue_order=series, palette=colours, errorbar=CI, dodge=0.5, linestyle="none", markersize=4, ax=ax,
+                      legend=ax is axes[0, 0])  # fmt: skip
+        ax.set(title=task, xlabel="", ylabel=r"mean overlap $\|P_T u\| / \|u\|$", ylim=(0, None))
+        ax.tick_params(axis="x", labelrotation=20)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0, 0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2)
+    note_diverged(fig, summary)
+    return fig
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from figlib import main
+
+    main(snakemake, plot)

@@ -1,0 +1,65 @@
+"""What the training figures share: the 95% interval over seeds, display names, the diverged-run note.
+
+Imported by workflow/scripts/fig_*.py of the training study (Snakemake puts this folder on sys.path).
+Every interval is the t-interval of attnid.training.analysis (the macros quote the same), passed
+to seaborn as its `errorbar` callable.
+"""
+
+import numpy as np
+
+from attnid.report.style import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.training.analysis import t_interval, t_quantile
+
+CI = t_interval  # seaborn errorbar: values -> (low, high), the 95% t-interval of the mean over seeds
+CI_TEXT = "mean and 95% interval over seeds"
+
+
+def names(df, column: str, mapping: dict):
+    """The display names of df[column], in the mapping's order (unknown values last, as they are)."""
+    return [mapping.get(v, v) for v in ordered(df[column], list(mapping))]
+
+
+def readable(df):
+    """A copy with display names for task, optimizer and rebalance (for seaborn's legends)."""
+    out = df.copy()
+    for column, mapping in (("task", TASK_NAMES), ("optimizer", OPTIMIZER_NAMES), ("rebalance", REBALANCE_NAMES)):
+        if column in out:
+            out[column] = out[column].map(lambda v, m=mapping: m.get(v, v))
+    return out
+
+
+def band(df, by: list, value: str, x: str = "step"):
+    """Mean and 95% t-interval over seeds of `value` against `x` per group `by`, vectorised (for curves of
+    hundreds of steps, where calling the interval per point is slow): columns by + [x, mean, low, high]."""
+    g = df.groupby([*by, x])[value].agg(["mean", "std", "count"]).reset_index()
+    tq = np.array([t_quantile(max(int(n) - 1, 1)) for n in g["count"]])
+    half = np.where(g["count"] > 1, tq * g["std"] / np.sqrt(g["count"]), np.nan)
+    return g.assign(low=g["mean"] - half, high=g["mean"] + half)
+
+
+def draw_band(ax, b, color, x: str = "step", **style) -> None:
+    """A mean curve of :func:`band` output with its interval as a shaded band."""
+    ax.plot(b[x], b["mean"], color=color, lw=0.9, **style)
+    ax.fill_between(b[x], b["low"], b["high"], color=color, alpha=0.2, lw=0)
+
+
+def note_diverged(fig, summary) -> None:
+    """A footnote naming how many runs diverged (they are left out of the panels), if any."""
+    if "diverged" in summary and summary["diverged"].any():
+        n = int(summary["diverged"].sum())
+        fig.text(0.01, 0.0, f"{n} diverged run(s) left out: {', '.join(sorted(set(summary.loc[summary['diverged'], 'optimizer'])))}",
+                 fontsize=6, color="#D55E00", va="bottom")  # fmt: skip
+
+
+__all__ = [
+    "CI",
+    "CI_TEXT",
+    "OPTIMIZER_NAMES",
+    "REBALANCE_NAMES",
+    "TASK_NAMES",
+    "band",
+    "draw_band",
+    "names",
+    "note_diverged",
+    "readable",
+]
