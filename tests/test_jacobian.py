@@ -74,7 +74,9 @@ def test_verify_detects_a_wrong_count(monkeypatch):
     """The check is not vacuous: a count off by one fails agree and directions_ok."""
     spec = AttentionSpec(8, 2, rope_dims=2)
     real = count(spec)
-    monkeypatch.setattr(verification, "count", lambda s: type(real)(real.total, real.unidentified + 1, real.breakdown))
+    monkeypatch.setattr(
+        verification, "count", lambda s, check=True: type(real)(real.total, real.unidentified + 1, real.breakdown)
+    )
     row = jac.verify(spec, other_seeds=(), half_batch=False)
     assert not row["passed"] and not row["agree"] and not row["directions_ok"] and row["status"] == "failed"
     assert "d8_h2" in jac.failures_message(__import__("pandas").DataFrame([row]))

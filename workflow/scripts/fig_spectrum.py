@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from attnid.io import log_to
-from attnid.report.style import PALETTE, use_style, save
+from attnid.report.style import PALETTE, save, use_style
 
 log_to(snakemake.log[0])
 use_style()

@@ -19,5 +19,7 @@ row = jacobian.verify(
 )  # fmt: skip
 print(row)
 if not row["passed"]:
-    raise SystemExit(f"large spec {spec.label}: {row['status']}, predicted {row['predicted']}, measured {row['measured']}")
+    raise SystemExit(
+        f"large spec {spec.label}: {row['status']}, predicted {row['predicted']}, measured {row['measured']}"
+    )
 atomic_write_json(snakemake.output[0], row)

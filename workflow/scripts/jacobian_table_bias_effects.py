@@ -13,7 +13,8 @@ from attnid.report.latex import booktabs
 log_to(snakemake.log[0])
 df = pd.read_csv(snakemake.input[0], keep_default_na=False)
 df["shape"] = [
-    f"$d{{=}}{r.d_model}, H{{=}}{r.n_heads}, G{{=}}{r.n_kv_heads}, d_k{{=}}{r.d_head_qk}, d_v{{=}}{r.d_head_v}$" for r in df.itertuples()
+    f"$d{{=}}{r.d_model}, H{{=}}{r.n_heads}, G{{=}}{r.n_kv_heads}, d_k{{=}}{r.d_head_qk}, d_v{{=}}{r.d_head_v}$"
+    for r in df.itertuples()
 ]
 df["column"] = df["shape"] + " RoPE " + df["rope"].astype(str) + " ($p{=}" + df["rope_dims"].astype(str) + "$)"
 df["cell"] = df["counted"].astype(str) + "/" + df["measured"].astype(str) + " of " + df["bias_params"].astype(str)
@@ -25,6 +26,8 @@ wide.columns = ["bias", *wide.columns[1:]]
 names = {c: f"({i})" for i, c in enumerate(wide.columns[1:], start=1)}
 legend = "; ".join(f"({i}) {c}" for i, c in enumerate(wide.columns[1:], start=1))
 tex = booktabs(wide.rename(columns=names), escape_cells=False)
-atomic_write_text(snakemake.output.tex, tex + f"\n\\par\\smallskip\\footnotesize counted/measured of the bias's entries. {legend}\n")
+atomic_write_text(
+    snakemake.output.tex, tex + f"\n\\par\\smallskip\\footnotesize counted/measured of the bias's entries. {legend}\n"
+)
 atomic_write_text(snakemake.output.csv, df.drop(columns=["shape", "column", "cell", "row"]).to_csv(index=False))
 print(wide.to_string())

@@ -16,7 +16,7 @@ df = read_result(snakemake.input[0], columns=["family", "total", "sigma_kept", "
 
 
 def summary(group: pd.DataFrame) -> pd.Series:
-    flag = lambda col: int(group[col].astype(bool).sum()) if col in group else len(group)  # noqa: E731
+    flag = lambda col: int(group[col].astype(bool).sum()) if col in group else len(group)
     return pd.Series(
         {
             "specs": len(group),

@@ -159,7 +159,7 @@ def certify(
         "gap": (math.log10(sigma_kept / sigma_dropped) if sigma_dropped > 0 else math.inf) if certified else math.nan,
         "margin": math.log10(sigma_kept / cert_rtol) if certified else float("nan"),
         "tokens": sizing.batch * sizing.seq_len,
-        "seq_len": sizing.seq_len,
+        "tokens_per_sequence": sizing.seq_len,
         "certified": certified,
         "cert_rtol": cert_rtol,
         "pivot_condition": pivot_cond,

@@ -65,7 +65,7 @@ def measure(
     """Dense measurement at one random point: (result dict, J, theta, x, relative singular values).
 
     result: rank, measured = P - rank, sigma_kept, sigma_dropped, gap, margin, sigma_max, tokens,
-    seq_len; with half=True also measured_half, from the first half of the sequences (same theta).
+    tokens_per_sequence (T); with half=True also measured_half, from the first half of the sequences (same theta).
     seq_len fixes T (default: the sizing rule); positions is the RoPE position rule
     (:func:`attnid.jacobian.sizing.position_ids`); frequencies (p/2,) replace base^(-2i/p).
     """
@@ -81,7 +81,7 @@ def measure(
         "measured": P - rank["rank"],
         "sigma_max": float(sigma.max()),
         "tokens": sizing.batch * sizing.seq_len,
-        "seq_len": sizing.seq_len,
+        "tokens_per_sequence": sizing.seq_len,
     }
     if half:
         rows = (sizing.batch // 2) * sizing.seq_len * spec.d_model

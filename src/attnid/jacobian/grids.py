@@ -195,3 +195,29 @@ def spectra(specs, seed: int = 0, oversample: float = 3.0, device="cpu", dtype=D
         frames.append(frame)
         log(f"{spec.label}: P={c.total}, predicted rank {c.identified}, measured {frame['measured_rank'].iloc[0]}")
     return pd.concat(frames, ignore_index=True)
+
+
+def real_heads_table(rows):
+    """The real-head family as a short table (one row per spec; tables/real_heads.tex)."""
+    import pandas as pd
+
+    out = []
+    for _, r in rows.iterrows():
+        spec = AttentionSpec.from_row(r)
+        out.append(
+            {
+                "$d_k$": spec.d_head_qk,
+                "planes": spec.rope_dims // 2,
+                "base": f"{spec.rope_base:g}",
+                "$H/G$": f"{spec.n_heads}/{spec.n_kv_heads}",
+                "$d$": spec.d_model,
+                "$P$": int(r["total"]),
+                "method": r["method"],
+                "count": int(r["predicted"]),
+                "measured": int(r["measured"]),
+                "kept": float(r["sigma_kept"]),
+                "margin": float(r["margin"]),
+                "gap": float(r["gap"]),
+            }
+        )
+    return pd.DataFrame(out)

@@ -25,12 +25,16 @@ each sequence draws T distinct integer positions uniformly from the context [0, 
 sorted (so a causal mask still means "earlier position"): the slowest plane sees offsets up to
 one full turn, and every faster plane sees offsets spread over many turns. Positions stay integers,
 so the frequency hypothesis (w_i not in pi Z, w_i != +-w_j mod 2 pi) is the same as in a model.
-Rule "contiguous": 0..T-1 in every sequence. Without RoPE the positions are unused.
+Rule "contiguous": 0..T-1 in every sequence. Without RoPE the positions are unused. Measured: the
+sequence-length hypothesis of the count (T >= T_min) is about the offsets the data shows; with
+contiguous positions every sequence shows the same T - 1 offsets (full RoPE d4 k4 causal at T = 2
+measures 22, not 20), with spread positions each sequence brings its own (T = 2 measures 20).
 
 Cost (:func:`estimate_cost`), from the sizes alone, before anything is allocated: the dense
 method holds J (rows x P, rows = B T d) and its copy inside the SVD; the certificate holds the
-Gram (P - m)^2 and a row block. Seconds use the rates measured on a 2-core CPU (float64: a dense
-SVD ~1e9 flop/s, a matrix product ~3e10 flop/s).
+Gram (P - m)^2, the null-space samples and basis (2 P m) and the jacrev workspace of a row block.
+Seconds use the rates measured on a 2-core CPU (float64: a dense SVD ~1e9 flop/s, a matrix
+product ~3e10 flop/s); they leave out the per-spec overhead of a few seconds.
 """
 
 from __future__ import annotations
@@ -153,6 +157,6 @@ def estimate_cost(spec: AttentionSpec, method: str, oversample: float, seq_len: 
     else:
         m = count(spec, check=False).unidentified
         n = P - m
-        memory = 8.0 * (n * n + P * (m + 16)) + 2 * ROW_BLOCK_BYTES
+        memory = 8.0 * (n * n + 2 * P * (m + 16)) + 6 * ROW_BLOCK_BYTES  # Gram, null-space samples and basis, jacrev
         seconds = (rows * n * n + n**3 / 3) / MATMUL_FLOPS
     return Cost(method, P, rows, memory, seconds)

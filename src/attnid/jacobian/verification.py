@@ -196,7 +196,9 @@ def _dense(spec, counts, seed, oversample, device, rtol, other_seeds, half_batch
     res, J, theta, _, _ = measure(spec, seed, oversample, half=half_batch, **options)
     log(f"  seed {seed}: measured {res['measured']}, smallest kept {res['sigma_kept']:.2e}")
     row = {"measured": res["measured"]}
-    row.update({key: res[key] for key in ("sigma_kept", "sigma_dropped", "gap", "margin", "tokens", "seq_len")})
+    row.update(
+        {key: res[key] for key in ("sigma_kept", "sigma_dropped", "gap", "margin", "tokens", "tokens_per_sequence")}
+    )
     row["agree"] = res["measured"] == counts.unidentified
     checks = [row["agree"]]
     other_seeds = (seed + 1,) if other_seeds is None else tuple(other_seeds)
