@@ -4,11 +4,15 @@ Each module's parameter count must equal the mapped spec's P, and P - rank of it
 the count (weakly identified directions measured against an eps = 0 twin at the same weights).
 """
 
+import dataclasses
+
+import pandas as pd
 import pytest
 import torch
 
 from attnid.hf import model_facts, stored_config
 from attnid.hf.modules import build, shrink
+from attnid.hf import verify
 from attnid.hf.verify import _rank, verify_module
 from attnid.jacobian import input_sizing
 
@@ -52,3 +56,16 @@ def test_shrink_keeps_the_flags():
     assert small["sliding_window"] == 3
     assert shrink(stored_config("falcon_7b"))["multi_query"] is True
     assert shrink(stored_config("mistral_7b"))["num_key_value_heads"] == 2  # GQA stays GQA
+
+
+def test_a_mapping_that_misses_a_bias_is_caught_before_any_rank(monkeypatch):
+    cfg = shrink(stored_config("qwen2_7b"))
+    facts = model_facts(cfg)
+    block = facts.blocks[0]
+    wrong = dataclasses.replace(
+        block, attention=dataclasses.replace(block.attention, biases="")
+    )  # Qwen2 "without" biases
+    monkeypatch.setattr(verify, "model_facts", lambda _: dataclasses.replace(facts, blocks=(wrong,)))
+    row = verify.verify_module(cfg, name="qwen2 without biases")
+    assert row["P"] != row["P_spec"] and not row["agree"] and row["error"] == "P"
+    assert "qwen2 without biases" in verify.disagreements(pd.DataFrame([row]))
