@@ -53,7 +53,26 @@ rule fig_whole_model:
         "../scripts/fig_whole_model.py"
 
 
-TARGETS["data"] += [rules.whole_model_verification.output[0]]
+rule whole_model_macros:
+    input:
+        script_inputs("whole_model_macros.py"),
+        verification=f"{RESULTS}/whole_model/verification.csv",
+        table=f"{RESULTS}/tables/whole_model.csv",
+    output:
+        f"{RESULTS}/macros/whole_model.tex",
+    log:
+        logfile("whole_model_macros"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/whole_model_macros.py"
+
+
+MACRO_FRAGMENTS.append(rules.whole_model_macros.output[0])
+TARGETS["data"] += [
+    rules.whole_model_verification.output[0],
+    rules.whole_model_macros.output[0],
+]
 TARGETS["tables"] += [
     rules.whole_model_table.output.tex,
     rules.whole_model_table.output.csv,

@@ -14,7 +14,7 @@ from attnid.report.latex import write_table
 log_to(snakemake.log[0])
 df = shipped_table(_stored_names())
 atomic_write_csv(snakemake.output.csv, df)
-ok = df[df["status"] == "ok"].sort_values("P")
+ok = df[df["status"] == "ok"].sort_values("P").astype({"P": int, "unidentified": int, "weakly_identified": int})
 table = ok.assign(share=100 * ok["identified_share"], attn_share=100 * ok["attention_share_of_unidentified"])[
     ["model", "P", "unidentified", "weakly_identified", "share", "attention_unidentified", "attn_share"]
 ].rename(
@@ -27,5 +27,16 @@ table = ok.assign(share=100 * ok["identified_share"], attn_share=100 * ok["atten
         "attn_share": r"attention / whole (\%)",
     }
 )
-write_table(table, snakemake.output.tex, None, formats={r"identified (\%)": ".3f", r"attention / whole (\%)": ".0f"})
+write_table(
+    table,
+    snakemake.output.tex,
+    None,
+    formats={
+        "$P$": ",",
+        "unidentified": ",",
+        "attention alone": ",",
+        r"identified (\%)": ".3f",
+        r"attention / whole (\%)": ".0f",
+    },
+)
 print(df[["model", "P", "unidentified", "status"]].to_string(index=False))
