@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from attnid.hf import model_facts, stored_config
+from attnid.hf import model_facts, stored_config, verify
 from attnid.hf.modules import build, shrink
-from attnid.hf import verify
 from attnid.hf.verify import _rank, verify_module
 from attnid.jacobian import input_sizing
 
