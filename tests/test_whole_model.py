@@ -126,3 +126,24 @@ def test_shipped_models():
     counts = count_whole_model(stored_config("qwen3_8b"))
     assert counts["weakly_identified"] > 0 and math.isclose(counts["ratio"], counts["unidentified"] / counts["total"])
     assert sum(counts["breakdown"].values()) == counts["unidentified"]
+
+
+def test_cli_whole_model_json():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "attnid", "count", "--model", "gpt2", "--whole-model", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    model = json.loads(out.stdout)["model"]
+    assert model == count_whole_model(stored_config("gpt2"))
+    refused = subprocess.run(
+        [sys.executable, "-m", "attnid", "count", "--model", "bert_base", "--whole-model"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "type_vocab_size" in refused.stderr and "Traceback" not in refused.stderr

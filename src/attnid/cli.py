@@ -4,6 +4,7 @@
     attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # refused: below T_min
     attnid count --hf-config path/to/config.json --json                    # every layer of a real model
     attnid count --model qwen3_8b                                          # a shipped published config
+    attnid count --model llama3_8b --whole-model                           # every parameter, not only attention
     attnid verify --d-model 16 --heads 4 --rope 2 --bias qkvo --json
     attnid verify --d-model 4 --heads 1 --rope full --causal --seq-len 2 --outside-hypotheses  # 22, not 20
     attnid --version
@@ -197,10 +198,16 @@ def run_count(args) -> int:
     if hf.wants_hf(args):  # a real model: every layer of a config.json (attnid.hf)
         try:
             result = hf.count_from_args(args)
+            if args.whole_model:  # the whole model, every parameter (attnid.model)
+                from .model.shipped import count_from_args as whole_model_counts
+
+                result["model"] = whole_model_counts(args)
         except SpecError as err:
             raise UsageError(str(err)) from None
         _print(result, args.json)
         return 0
+    if args.whole_model:
+        raise UsageError("--whole-model: needs --hf-config PATH or --model NAME")
     if args.d_model is None or args.heads is None:
         raise UsageError("--d-model and --heads are required (or --hf-config PATH, or --model NAME)")
     spec = spec_from_args(args)
@@ -251,6 +258,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p_count = sub.add_parser("count", help="exact total / identified / unidentified parameter counts (no torch)")
     add_spec_arguments(p_count)
     hf.add_hf_arguments(p_count)
+    p_count.add_argument(
+        "--whole-model", action="store_true", help="with --hf-config/--model: `model` counts every parameter of the model"
+    )
     p_count.set_defaults(func=run_count)
     p_verify = sub.add_parser("verify", help="measure the unidentified dimension by Jacobian rank and compare")
     add_spec_arguments(p_verify)

@@ -40,8 +40,10 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    pos - 1 w^T (d_out dims; none when tied, the unembedding sees E). A post-LN model's raw
    embeddings also carry the shear h -> h + (h . v) 1 (d, untied only).
 9. Finite inputs: a parallel block's MLP at layer 0 without learned positions reads only the V
-   points Norm(E[t]); its output is a V x d_out table, so it determines at most V d_out of its
-   effective parameters.
+   points Norm(E[t]) and adds a V x d_out table to E[t], whose row scales the norm does not see.
+   The rules hold while the MLP's effective parameters plus those V scales stay below V d_out;
+   beyond, the table is free, E's reading and writing roles decouple (measured: the excess plus
+   a rotation of the reading points, and more), and the count refuses the spec by name.
 
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
 """
@@ -184,11 +186,12 @@ def count_model(spec: ModelSpec) -> ModelCounts:
         b["mlp_hidden"] = L * hidden_units
         b["embeddings"] = d_out if learned and not tied else 0
         b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
-        if spec.parallel and not learned and _mlp_effective(spec, d_c, d_out, beta) > V * d_out:
+        if spec.parallel and not learned and _mlp_effective(spec, d_c, d_out, beta) + V >= V * d_out:
             raise SpecError(
                 "vocab_size",
-                f"layer 0's parallel MLP reads only the V={V} points Norm(E[t]) and has more effective parameters "
-                f"({_mlp_effective(spec, d_c, d_out, beta)}) than its V x {d_out} output table: not modelled",
+                f"layer 0's parallel MLP reads only the V={V} points Norm(E[t]); with the V row scales of E its "
+                f"{_mlp_effective(spec, d_c, d_out, beta)} effective parameters reach its whole V x {d_out} output "
+                "table, which decouples E's reading and writing roles: not modelled",
             )
     else:
         raise SpecError("norm_position", "post-LN whole-model counts are not derived yet (the judge measures them)")

@@ -23,7 +23,8 @@ DTYPE = torch.float64
 _COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
-# name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (40 for a parallel block at layer 0).
+# name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (32 for a parallel block at layer 0, whose
+# MLP must not reach its whole V x d output table: attnid.model.counting rule 9).
 TINY = {
     "llama_untied": (
         "LlamaForCausalLM",
@@ -72,11 +73,11 @@ TINY = {
         "GPTNeoXForCausalLM",
         {
             "model_type": "gpt_neox",
-            "vocab_size": 40,
+            "vocab_size": 32,
             "hidden_size": 8,
             "num_attention_heads": 2,
             "num_hidden_layers": 2,
-            "intermediate_size": 16,
+            "intermediate_size": 8,
             "rotary_pct": 0.5,
             "max_position_embeddings": 64,
             "use_parallel_residual": True,

@@ -27,6 +27,12 @@ def count_whole_model(config, seq_len: int | None = None) -> dict:
 DEFAULT_SEQ_LEN = 2048  # positions used where a config names no maximum (Falcon)
 
 
+def count_from_args(args) -> dict:
+    """`attnid count --hf-config PATH|--model NAME --whole-model [--seq-len T]`: count_whole_model of that config."""
+    cfg = load_config(args.hf_config) if args.hf_config else stored_config(args.model)
+    return count_whole_model(cfg, args.seq_len)
+
+
 def shipped_row(name: str, seq_len: int | None = None) -> dict:
     """One table row for the stored config `name`, used on seq_len positions (default: the config's
     maximum, else DEFAULT_SEQ_LEN); `status` is 'ok' or the refusal."""
