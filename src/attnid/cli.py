@@ -259,7 +259,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_spec_arguments(p_count)
     hf.add_hf_arguments(p_count)
     p_count.add_argument(
-        "--whole-model", action="store_true", help="with --hf-config/--model: `model` counts every parameter of the model"
+        "--whole-model",
+        action="store_true",
+        help="with --hf-config/--model: `model` counts every parameter of the model",
     )
     p_count.set_defaults(func=run_count)
     p_verify = sub.add_parser("verify", help="measure the unidentified dimension by Jacobian rank and compare")

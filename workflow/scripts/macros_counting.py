@@ -11,10 +11,10 @@ from attnid.report.latex import macro_name, number
 from attnid.report.macros import fragment, paper_citations
 from attnid.symbolic import latex_macros
 
-log = log_to(snakemake.log[0])  # noqa: F821
-ratios = read_result(snakemake.input.ratios, keep_default_na=False)  # noqa: F821
-arch = read_result(snakemake.input.architectures, keep_default_na=False)  # noqa: F821
-cited = paper_citations(Path(p).read_text() for p in snakemake.input.paper)  # noqa: F821
+log = log_to(snakemake.log[0])
+ratios = read_result(snakemake.input.ratios, keep_default_na=False)
+arch = read_result(snakemake.input.architectures, keep_default_na=False)
+cited = paper_citations(Path(p).read_text() for p in snakemake.input.paper)
 
 family = dict(latex_macros())  # closed-form ratios, e.g. \RatioMHA = \frac{1}{2 H}
 for row in arch.itertuples():
@@ -27,5 +27,5 @@ values["CountGridSpecs"] = str(len(ratios))
 values["CountGridMinRatio"] = number(ratios.ratio.min(), ".4f")
 values["CountGridMinUnidentified"] = str(int(ratios.unidentified.min()))
 values["NumArchitectures"] = str(len(arch))
-atomic_write_text(snakemake.output[0], fragment(values, "workflow/scripts/macros_counting.py"))  # noqa: F821
+atomic_write_text(snakemake.output[0], fragment(values, "workflow/scripts/macros_counting.py"))
 log.info("%d macros", len(values))
