@@ -160,3 +160,13 @@ def test_verify_outside_the_hypotheses():
     assert out.returncode == 1, out.stderr
     row = json.loads(out.stdout)
     assert (row["predicted"], row["measured"], row["status"]) == (20, 22, "failed")
+
+
+def test_python_api():
+    """`from attnid import AttentionSpec, count, verify`: verify is the Jacobian judge, loaded on first use."""
+    pytest.importorskip("torch")
+    from attnid import AttentionSpec, count, verify
+
+    spec = AttentionSpec(d_model=4, n_heads=2, rope_dims="full", biases="qkvo")
+    row = verify(spec, other_seeds=(), half_batch=False)
+    assert row["status"] == "passed" and row["measured"] == row["predicted"] == count(spec).unidentified
