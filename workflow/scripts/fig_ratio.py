@@ -86,4 +86,4 @@ def plot(ratios: pd.DataFrame, points: pd.DataFrame | None = None):
 if __name__ == "__main__" and "snakemake" in globals():
     from figlib import main
 
-    main(snakemake, plot)  # noqa: F821
+    main(snakemake, plot)
