@@ -135,6 +135,7 @@ def test_cli_whole_model_json():
 
     out = subprocess.run(
         [sys.executable, "-m", "attnid", "count", "--model", "gpt2", "--whole-model", "--json"],
+        check=False,
         capture_output=True,
         text=True,
     )
@@ -143,6 +144,7 @@ def test_cli_whole_model_json():
     assert model == count_whole_model(stored_config("gpt2"))
     refused = subprocess.run(
         [sys.executable, "-m", "attnid", "count", "--model", "bert_base", "--whole-model"],
+        check=False,
         capture_output=True,
         text=True,
     )
