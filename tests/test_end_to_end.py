@@ -121,12 +121,13 @@ def test_editing_the_figure_style_reruns_the_figures_and_only_what_reads_them(sc
         assert rule in direct or rule == "provenance" or "updated by another job" in reason.lower(), (rule, reason)
 
 
-def test_editing_the_counting_maths_reruns_the_counts_not_the_training(scratch):
-    module = scratch / "src/attnid/counting.py"
+def test_editing_the_closed_forms_reruns_exactly_the_rules_that_import_them(scratch):
+    module = scratch / "src/attnid/symbolic.py"
     module.write_text(module.read_text() + "\n# edited\n")
     plan = planned_with_reasons(scratch, "all")
-    assert {"counting_ratios", "counting_architectures"} <= set(plan), plan
-    assert not {r for r in plan if r.startswith("train")}, plan
+    direct = {rule for rule, reason in plan.items() if "src/attnid/symbolic.py" in reason}
+    assert direct == {"counting_closed_forms", "macros_counting"}, plan
+    assert not {r for r in plan if r.startswith(("train", "jacobian", "symmetry", "fig_"))}, plan
 
 
 def test_files_no_result_depends_on_rerun_nothing(scratch):
@@ -144,3 +145,17 @@ def test_a_forced_figure_rerun_writes_the_same_bytes_and_leaves_the_paper(scratc
     assert out.returncode == 0, out.stderr[-3000:]
     assert (figure.read_bytes(), (scratch / RESULTS / "figures/ratio.png").read_bytes()) == before
     assert not set(planned_with_reasons(scratch, "paper")), "an unchanged figure rebuilt the paper"
+
+
+def test_the_report_holds_tables_checks_notebooks_and_the_paper(built, tmp_path):
+    """`snakemake --report`: figures with captions, the result tables, the checks, the executed
+    notebooks (HTML) and the paper PDF, in one self-contained file."""
+    report = tmp_path / "report.zip"
+    cmd = [sys.executable, "-m", "snakemake", "--configfile=config/smoke.yaml", "--report", str(report)]
+    out = subprocess.run(cmd, cwd=built, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import zipfile
+
+    names = zipfile.ZipFile(report).namelist()
+    for part in ("/counting.csv", "/checks.csv", "/verification.csv", "/01_counting.html", "/main.pdf"):
+        assert any(n.endswith(part) for n in names), (part, names)

@@ -10,7 +10,7 @@ import attnid.provenance as provenance
 rule provenance:
     input:
         script_inputs("provenance.py"),
-        configfiles=workflow.configfiles,
+        configfiles=[os.path.relpath(f) for f in workflow.configfiles],
     output:
         record=report(
             f"{RESULTS}/provenance.json",
@@ -28,7 +28,6 @@ rule provenance:
         fingerprint=lambda wildcards: provenance.fingerprint_sha256(
             provenance.fingerprint(config, REPO, workflow.configfiles)
         ),
-        repo=REPO,
     script:
         "../scripts/provenance.py"
 

@@ -1,19 +1,22 @@
 """Rule provenance: the fingerprint + torch's view of this machine -> <results_dir>/provenance.json
 and the paper's macros (\\ProvenanceCommit, \\ProvenanceConfigHash, ...) -> macros/provenance.tex."""
 
+from pathlib import Path
+
 from attnid.io import atomic_write_json, atomic_write_text, log_to
 from attnid.provenance import fingerprint, fingerprint_sha256, macros, record
 from attnid.report.latex import escape
 from attnid.report.macros import fragment
 
-log = log_to(snakemake.log[0], "provenance")  # noqa: F821
-fp = fingerprint(snakemake.config, snakemake.params.repo, snakemake.input.configfiles)  # noqa: F821
-if fingerprint_sha256(fp) != snakemake.params.fingerprint:  # noqa: F821
+log = log_to(snakemake.log[0], "provenance")
+repo = Path(snakemake.scriptdir).parents[1]
+fp = fingerprint(snakemake.config, repo, snakemake.input.configfiles)
+if fingerprint_sha256(fp) != snakemake.params.fingerprint:
     log.warning("the fingerprint changed between planning and running this job (code or config edited meanwhile)")
-rec = record(fp, snakemake.params.repo)  # noqa: F821
-atomic_write_json(snakemake.output.record, rec)  # noqa: F821
+rec = record(fp, repo)
+atomic_write_json(snakemake.output.record, rec)
 values = {name: escape(value) for name, value in macros(rec).items()}
-atomic_write_text(snakemake.output.macros, fragment(values, "workflow/scripts/provenance.py"))  # noqa: F821
+atomic_write_text(snakemake.output.macros, fragment(values, "workflow/scripts/provenance.py"))
 log.info(
     "commit %s dirty=%s code %s config %s",
     rec["git"]["commit"],

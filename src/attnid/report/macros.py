@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from .latex import defined_names, macro_name, macros, number
-from .style import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
+from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
 PAPER_TASKS = ("teacher_student", "recall")  # the paper's prose names both tasks; a preset may run one
 

@@ -4,7 +4,7 @@ Every figure script calls :func:`use_style` first and :func:`save` last, which w
 vector PDF (paper) and a PNG (notebooks, report) atomically and byte-stable: no creation date
 or software version is embedded, so rerunning a figure on unchanged data gives the same bytes
 and nothing downstream (the paper) reruns. Display names of the categorical values of the
-training sweep and the order they are shown in live here too, shared by figures and macros.
+training sweep come from attnid.report.names (re-exported here for the figure scripts).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from ..io import atomic_path
+from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered  # noqa: F401 - the figures' names
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -52,17 +53,6 @@ STABLE_METADATA = {
     "png": {"Software": None},
 }
 
-# Display names for the training sweep's categorical values (unknown values are shown as they are).
-OPTIMIZER_NAMES = {
-    "sgd": "SGD",
-    "sgd_wd": "SGD + weight decay",
-    "sgd_momentum": "SGD + momentum",
-    "adam": "Adam",
-    "adam_shared": "Adam, shared second moment",
-    "adamw": "AdamW",
-}
-REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
-TASK_NAMES = {"teacher_student": "teacher-student", "teacher-student": "teacher-student"}
 LINESTYLES = ["-", "--", "-.", (0, (3, 1, 1, 1, 1, 1))]  # by rebalancing mode
 CHANCE_STYLE = (0, (1, 2))  # dotted: chance levels
 
@@ -70,12 +60,6 @@ CHANCE_STYLE = (0, (1, 2))  # dotted: chance levels
 def use_style() -> None:
     """Apply the shared style (call before creating figures)."""
     plt.rcParams.update(STYLE)
-
-
-def ordered(values, order) -> list:
-    """The distinct `values`, those named in `order` first (in that order), the rest sorted."""
-    present = list(dict.fromkeys(values))
-    return [v for v in order if v in present] + sorted(v for v in present if v not in order)
 
 
 def label_grid(axes, rows: list[str], cols: list[str], ylabel: str) -> None:
