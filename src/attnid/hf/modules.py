@@ -58,6 +58,7 @@ MODULES = {
     "mixtral": ("mixtral", "MixtralAttention", "MixtralRotaryEmbedding"),
     "qwen2": ("qwen2", "Qwen2Attention", "Qwen2RotaryEmbedding"),
     "qwen3": ("qwen3", "Qwen3Attention", "Qwen3RotaryEmbedding"),
+    "qwen3_moe": ("qwen3_moe", "Qwen3MoeAttention", "Qwen3MoeRotaryEmbedding"),
     "gemma": ("gemma", "GemmaAttention", "GemmaRotaryEmbedding"),
     "gemma2": ("gemma2", "Gemma2Attention", "Gemma2RotaryEmbedding"),
     "gemma3_text": ("gemma3", "Gemma3Attention", "Gemma3RotaryEmbedding"),
