@@ -24,7 +24,7 @@ caller never sees a wrong number.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec import AttentionSpec, SpecError
@@ -140,20 +140,6 @@ def _refuse_if(cfg: dict, key: str, bad, why: str) -> None:
         raise SpecError(key, f"{cfg[key]!r}: {why}")
 
 
-def _spec(**fields_) -> AttentionSpec:
-    """AttentionSpec of the fields; a variant field the spec does not know yet is refused by name."""
-    known = {f.name for f in fields(AttentionSpec)}
-    defaults = {"qk_norm": "none", "norm_eps": 0.0, "sinks": False, "softcap": 0.0, "sliding_window": 0}
-    defaults |= {"alibi": False, "kv_lora_rank": 0, "q_lora_rank": 0}
-    kept = {}
-    for name, value in fields_.items():
-        if name in known:
-            kept[name] = value
-        elif value != defaults.get(name):
-            raise SpecError(name, f"{value!r} is not modelled by the counting")
-    return AttentionSpec(**kept)
-
-
 # --------------------------------------------------------------------------------------------
 # Per model type: (attention spec of layer i, MLP of layer i, model facts)
 # --------------------------------------------------------------------------------------------
@@ -219,7 +205,7 @@ def _llama_like(cfg: dict, mt: str):
     for i in range(n_layers):
         w = int(window) if window and (uses_window or types[i] == "sliding_attention") else 0
         specs.append(
-            _spec(
+            AttentionSpec(
                 d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=p, biases=biases, causal=True,
                 rope_base=theta, sliding_window=w, **variant,
             )
@@ -250,7 +236,7 @@ def _deepseek(cfg: dict, mt: str):
     nope, rope = int(_get(cfg, "qk_nope_head_dim")), int(_get(cfg, "qk_rope_head_dim"))
     v = int(_get(cfg, "v_head_dim"))
     bias = bool(cfg.get("attention_bias", False))
-    spec = _spec(
+    spec = AttentionSpec(
         d_model=d, n_heads=H, n_kv_heads=H, d_head_qk=nope + rope, d_head_v=v, rope_dims=rope,
         biases="qkvo" if bias else "", causal=True, rope_base=theta,
         kv_lora_rank=int(_get(cfg, "kv_lora_rank")), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
@@ -274,7 +260,7 @@ def _deepseek(cfg: dict, mt: str):
 def _gpt2(cfg: dict, mt: str):
     _refuse_if(cfg, "add_cross_attention", bool, "cross-attention is not self-attention")
     d, H, n_layers = int(_get(cfg, "n_embd", "hidden_size")), int(_get(cfg, "n_head")), int(_get(cfg, "n_layer"))
-    spec = _spec(d_model=d, n_heads=H, biases="qkvo", causal=True)  # Conv1D c_attn and c_proj carry biases
+    spec = AttentionSpec(d_model=d, n_heads=H, biases="qkvo", causal=True)  # Conv1D c_attn and c_proj carry biases
     mlp = MLPFacts(cfg.get("activation_function", "gelu_new"), False, int(cfg.get("n_inner") or 4 * d), True)
     facts = {
         "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_epsilon", 1e-5)),
@@ -286,7 +272,7 @@ def _gpt2(cfg: dict, mt: str):
 def _gptj(cfg: dict, mt: str):
     d, H, n_layers = int(_get(cfg, "n_embd", "hidden_size")), int(_get(cfg, "n_head")), int(_get(cfg, "n_layer"))
     p = int(cfg.get("rotary_dim") or d // H)  # rotary_dim null means the whole head
-    spec = _spec(d_model=d, n_heads=H, rope_dims=p, causal=True)  # q/k/v/out_proj without bias
+    spec = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, causal=True)  # q/k/v/out_proj without bias
     mlp = MLPFacts(cfg.get("activation_function", "gelu_new"), False, int(cfg.get("n_inner") or 4 * d), True)
     facts = {
         "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_epsilon", 1e-5)),
@@ -301,7 +287,7 @@ def _gpt_neox(cfg: dict, mt: str):
     theta, _ = _rope(cfg)
     p = int(k * _partial_factor(cfg, "rotary_pct", 0.25)) // 2 * 2
     bias = "qkvo" if cfg.get("attention_bias", True) else ""
-    spec = _spec(d_model=d, n_heads=H, rope_dims=p, biases=bias, causal=True, rope_base=theta)
+    spec = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, biases=bias, causal=True, rope_base=theta)
     mlp = MLPFacts(cfg.get("hidden_act", "gelu"), False, int(_get(cfg, "intermediate_size")), True)
     facts = {
         "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_eps", 1e-5)),
@@ -318,7 +304,7 @@ def _phi(cfg: dict, mt: str):
     p = int(k * _partial_factor(cfg, "partial_rotary_factor", 0.5)) // 2 * 2
     eps = float(cfg.get("layer_norm_eps", 1e-5))
     qk = {"qk_norm": "layernorm_head", "norm_eps": eps} if cfg.get("qk_layernorm") else {}
-    spec = _spec(
+    spec = AttentionSpec(
         d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=p, biases="qkvo", causal=True, rope_base=theta, **qk
     )
     mlp = MLPFacts(cfg.get("hidden_act", "gelu_new"), False, int(_get(cfg, "intermediate_size")), True)
@@ -343,7 +329,7 @@ def _falcon(cfg: dict, mt: str):
         G = int(cfg.get("num_kv_heads") or H)
     alibi = bool(cfg.get("alibi", False))
     theta, _ = _rope(cfg)
-    spec = _spec(
+    spec = AttentionSpec(
         d_model=d, n_heads=H, n_kv_heads=G, rope_dims=0 if alibi else d // H, biases="qkvo" if cfg.get("bias") else "",
         causal=True, rope_base=theta, alibi=alibi,
     )  # fmt: skip
@@ -362,7 +348,7 @@ def _falcon(cfg: dict, mt: str):
 def _bloom(cfg: dict, mt: str):
     d = int(_get(cfg, "hidden_size", "n_embed"))
     H, n_layers = int(_get(cfg, "n_head", "num_attention_heads")), int(_get(cfg, "n_layer", "num_hidden_layers"))
-    spec = _spec(d_model=d, n_heads=H, biases="qkvo", causal=True, alibi=True)
+    spec = AttentionSpec(d_model=d, n_heads=H, biases="qkvo", causal=True, alibi=True)
     mlp = MLPFacts("gelu", False, 4 * d, True)
     facts = {
         "positions": "alibi", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_epsilon", 1e-5)),
@@ -381,7 +367,7 @@ def _bert(cfg: dict, mt: str):
     _refuse_if(cfg, "is_decoder", bool, "decoder BERT is not modelled")
     d, H, _, _ = _sizes(cfg)
     n_layers = int(_get(cfg, "num_hidden_layers"))
-    spec = _spec(d_model=d, n_heads=H, biases="qkvo")
+    spec = AttentionSpec(d_model=d, n_heads=H, biases="qkvo")
     mlp = MLPFacts(cfg.get("hidden_act", "gelu"), False, int(_get(cfg, "intermediate_size")), True)
     facts = {
         "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_eps", 1e-12)),
