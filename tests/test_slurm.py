@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tests" / "slurm" / "run.sh"
-RUN_TARGET = "results/training/runs/teacher_student/sgd/none/h2/s0/metrics.parquet"
+RUN_TARGET = "results/smoke/training/jobs/teacher_student/sgd/metrics.parquet"
 
 
 @pytest.mark.slurm
@@ -37,7 +37,7 @@ def test_sweep_through_slurm_equals_local_run():
 def planned_resources(device: str) -> dict:
     """Resources of one training job, as Snakemake plans it under the SLURM profile (dry run)."""
     cmd = [sys.executable, "-m", "snakemake", RUN_TARGET, "-n", "--cores", "4", "--profile", "workflow/profiles/slurm",
-           "--configfile", "config/smoke.yaml", "--config", f"device={device}", "--forcerun", "train_run"]
+           "--configfile", "config/smoke.yaml", "--config", f"device={device}", "--forcerun", "train_job"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     line = re.search(r"^\s+resources: (.+)$", out.stdout + out.stderr, flags=re.MULTILINE).group(1)
@@ -54,16 +54,16 @@ def test_profile_resources_reach_the_sbatch_call(device):
 
     res = planned_resources(device)
     assert res["gpu"] == (1 if device == "cuda" else 0)
-    assert (res["runtime"], res["mem_mb"]) == (120, 4000)  # the profile's set-resources for train_run
+    assert (res["runtime"], res["mem_mb"]) == (240, 8000)  # the profile's set-resources for train_job
 
     class Resources(dict):
         __getattr__ = dict.__getitem__
 
-    job = SimpleNamespace(resources=Resources(res), threads=res["threads"], name="train_run")
-    params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "rule_train_run", "account": "",
+    job = SimpleNamespace(resources=Resources(res), threads=res["threads"], name="train_job")
+    params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "rule_train_job", "account": "",
               "partition": "", "workdir": "."}
     call = get_submit_command(job, params) + set_gres_string(job)
-    assert "-t 120" in call and "--mem 4000" in call, call
+    assert "-t 240" in call and "--mem 8000" in call, call
     assert ("--gpus=1" in call) == (device == "cuda"), call
     assert f"--cpus-per-task={res['threads']}" in call, call  # the rule's threads, GPU job or not
     assert plugin.__name__  # the pinned plugin is importable

@@ -243,7 +243,8 @@ python "$REPO/tests/slurm/check.py" "$W/sacct.txt" "$njobs" "$W/slurm-run/result
 # a second build has nothing to do (provenance included), and the record names its SLURM job.
 (cd "$W/slurm-run" && snakemake "${targets[@]}" -n --configfile "$CONFIG" 2>&1) | grep -q "Nothing to be done" ||
     fail "a second build through the profile would redo work"
-python - "$W/slurm-run/results/provenance.json" <<'EOF'
+RESULTS_DIR=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['results_dir'])" "$W/slurm-run/$CONFIG")
+python - "$W/slurm-run/$RESULTS_DIR/provenance.json" <<'EOF'
 import json, sys
 rec = json.load(open(sys.argv[1]))
 assert rec["platform"]["slurm_job_id"], "provenance.json was not written inside a SLURM job"

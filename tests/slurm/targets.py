@@ -8,7 +8,7 @@ choice follows the config and the rules instead of repeating their path patterns
 import subprocess
 import sys
 
-RUN_RULE = "train_run"
+RUN_RULE = "train_job"
 FALLBACK_RULES = ("counting_ratios", "counting_architectures")
 ALWAYS_RULES = ("provenance",)  # runs as a SLURM job too (it records the compute node's torch/GPU)
 RUN_TASK = "teacher_student"  # the cheapest task: a single attention layer
