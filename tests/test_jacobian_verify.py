@@ -80,6 +80,25 @@ def test_slow_planes_undecided_on_contiguous_positions_certified_when_spread():
     assert spread["margin"] > 5 and spread["measured_half"] == 128
 
 
+def test_a_real_head_at_a_real_base():
+    """32 rotated planes at base 5e5 (d_head 64): on 0..T-1 the slow planes do not turn and the rank
+    is meaningless (the margin is nil, so undecided); spread positions certify the count by decades."""
+    spec = AttentionSpec(4, 1, d_head_qk=64, d_head_v=4, rope_dims="full", rope_base=5e5)
+    near = jac.verify(spec, positions="contiguous", other_seeds=(), half_batch=False)
+    assert near["status"] == "undecided" and near["margin"] < 1
+    row = jac.verify(spec, other_seeds=(), half_batch=False)
+    assert row["status"] == "passed" and row["measured"] == count(spec).unidentified == 80 and row["margin"] > 5
+
+
+def test_real_heads_table():
+    specs = [AttentionSpec(8, 2, n_kv_heads=1, d_head_qk=16, d_head_v=8, rope_dims=16, rope_base=5e5)]
+    rows = jac.verify_grid([("real", s) for s in specs], log=lambda *a: None, method="certificate", half_batch=False)
+    table = jac.real_heads_table(rows)
+    assert count(specs[0]).unidentified == 80  # 2 per plane + v^2 = 16 + 64
+    assert table.iloc[0][["planes", "base", "$H/G$", "count", "measured"]].tolist() == [8, "500000", "2/1", 80, 80]
+    assert table.iloc[0]["margin"] > 0
+
+
 def test_a_tolerance_too_close_to_the_kept_values_is_undecided():
     row = jac.verify(AttentionSpec(8, 2, rope_dims=4), rtol=1e-3, other_seeds=(), half_batch=False)
     assert row["margin"] < jac.MIN_MARGIN and row["status"] == "undecided" and not row["passed"]
