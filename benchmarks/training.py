@@ -1,123 +1,111 @@
-"""Steps per second of a plain PyTorch training loop vs attnid.train with metrics and rebalancing.
+"""Runs per second: many runs batched in one process against one run per job, measured in the same run.
 
-    python benchmarks/training.py [--task teacher_student] [--d-model 64] [--heads 4] [--steps 100]
-                                  [--batch 32] [--seq-len 16] [--dtype float64] [--threads 1] [--repeats 5]
+    python benchmarks/training.py [--configfile config/config.yaml] [--task teacher_student] [--optimizer adam]
+                                  [--heads 4] [--per-job 3] [--threads 1]
 
-One process, one model (attnid.train.build: same data stream, same initial parameters), one
-optimizer (Adam, so every metric is non-trivial). Variants, each timed over `--steps` steps, best of
-`--repeats` interleaved rounds (the machine may be shared):
+The runs: one cell of the preset (task, optimizer, head count) with every seed and rebalancing mode
+of the preset, at the preset's sizes and steps (attnid.training.runs). Two ways to train them, each
+in fresh Python processes as a workflow job would be (imports and start-up included):
 
-  plain          model forward, loss, backward, optimizer step; nothing else
-  metrics        attnid.train.train, rebalance none, metrics every step (overlap, update norm, drift)
-  metrics/10     the same with metrics_every = 10
-  project        rebalance project (P_T u removed from every update) + metrics every step
-  balance        rebalance balance every `--rebalance-interval` steps + metrics every step
+  one run per job   a process per run trains it with the reference loop (attnid.training.loop,
+                    torch.optim); timed on `--per-job` of the runs, extrapolated to all of them
+  batched           one process trains all the runs as one batched model (attnid.training.batched)
 
-Times are CPU seconds of this process (time.process_time, one torch thread by default), which a
-busy shared machine does not inflate the way it inflates wall time. Per-step costs are marginal: (t(steps) - t(steps/5)) / (4 steps/5), so the fixed cost of a
-run is reported apart. Prints steps/s and the overhead ratio (time per step / plain time per step - 1) of each variant.
-Target (issue 5): metrics and projection overhead < 30% of the plain step at d_model = 64, 4 heads.
+Times are the CPU seconds of the child processes (resource.getrusage), which a busy shared machine
+inflates far less than wall time; wall seconds are printed too. Also printed: the same two in
+process (no start-up), so the two sources of the speed-up (start-up per job, batching) are apart.
+The batched trainer measures more per step than the loop (the gauge-invariant overlap, the size of
+the conserved quantities); `--no-gauge` drops the gauge overlap for a like-for-like comparison.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-import torch
+import yaml
 
-from attnid.train import RunConfig, build, make_optimizer, train
+ROOT = Path(__file__).resolve().parents[1]
 
-
-def plain_loop(cfg: RunConfig) -> float:
-    """CPU seconds for cfg.steps steps of the bare loop (set-up excluded)."""
-    task, model = build(cfg)
-    optimizer = make_optimizer(cfg, model.parameters())
-    start = time.process_time()
-    for _ in range(cfg.steps):
-        batch = task.train_batch(cfg.batch)
-        loss = task.loss(model(batch.inputs), batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    return time.process_time() - start
-
-
-def project_loop(cfg: RunConfig) -> float:
-    """CPU seconds for cfg.steps steps of attnid.train.train (one evaluation at the start and the end included)."""
-    start = time.process_time()
-    train(cfg, progress=False)
-    return time.process_time() - start
+CHILD = """
+import json, sys, time, torch
+torch.set_num_threads({threads})
+from attnid.training.runs import job_params, run_config, runs
+training = json.loads(sys.argv[1]); keys = json.loads(sys.argv[2]); mode = sys.argv[3]
+cfgs = [run_config(job_params(training, k["task"], k["optimizer"]), "cpu", **k) for k in keys]
+start = time.process_time()
+if mode == "loop":
+    from attnid.training.loop import train
+    for cfg in cfgs:
+        train(cfg, progress=False)
+else:
+    from attnid.training.batched import train_batched
+    train_batched(cfgs, progress=False, gauge=mode == "batched")
+print(json.dumps({{"train_cpu": time.process_time() - start}}))
+"""
 
 
-def interleaved_best(fns: dict, repeats: int) -> dict:
-    """Best (smallest) CPU seconds of each named thunk over `repeats` rounds; rounds run every
-    variant in turn, so a burst of load on a shared machine hits all variants alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            best[name] = min(best[name], fn())
-    return best
-
-
-def per_step(seconds: dict, name: str, steps: int, short: int) -> float:
-    """Marginal seconds per step: (t(steps) - t(short)) / (steps - short), so the fixed cost of a
-    run (building the model, evaluations, assembling the metrics table) is not spread over the steps."""
-    return (seconds[name] - seconds[f"{name}@short"]) / (steps - short)
+def child(training: dict, keys: list[dict], mode: str, threads: int) -> dict:
+    """Run CHILD in a fresh interpreter; its CPU seconds (all of it, start-up included) and wall seconds."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(threads=threads), json.dumps(training), json.dumps(keys), mode],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu": cpu, "wall": time.perf_counter() - start, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 def main(argv=None) -> dict:
+    from attnid.training.runs import runs
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=("teacher_student", "recall"), default="teacher_student")
-    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--configfile", default="config/config.yaml")
+    parser.add_argument("--task", default="teacher_student")
+    parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=16, help="teacher-student T (recall: T = 2 pairs + 1)")
-    parser.add_argument("--pairs", type=int, default=8, help="recall: key-value pairs")
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--per-job", type=int, default=3, help="runs timed one per process (then extrapolated)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rebalance-interval", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-gauge", action="store_true", help="batched without the gauge-invariant overlap")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    base = RunConfig(
-        task=args.task, d_model=args.d_model, heads=args.heads, seq_len=args.seq_len, pairs=args.pairs,
-        vocab=max(16, args.pairs), causal=args.task == "recall", optimizer="adam", lr=1e-3, steps=args.steps,
-        batch=args.batch, eval_every=args.steps, eval_batch=args.batch, probe_batch=args.batch,
-        rebalance_interval=args.rebalance_interval, dtype=args.dtype, device=args.device,
-    )  # fmt: skip
-    variants = {
-        "metrics": base,
-        "metrics/10": base.with_(metrics_every=10),
-        "project": base.with_(rebalance="project"),
-        "project, metrics/10": base.with_(rebalance="project", metrics_every=10),
-        "balance": base.with_(rebalance="balance"),
-    }
-    short = max(1, args.steps // 5)
-    configs = {"plain": base} | variants
-    thunks = {}
-    for name, cfg in configs.items():
-        loop = plain_loop if name == "plain" else project_loop
-        thunks[name] = lambda c=cfg, f=loop: f(c)
-        thunks[f"{name}@short"] = lambda c=cfg.with_(steps=short, eval_every=short), f=loop: f(c)
-    seconds = interleaved_best(thunks, args.repeats)
-    plain = per_step(seconds, "plain", args.steps, short)
-    print(f"{args.task}, d_model={args.d_model}, H={args.heads}, batch={args.batch}, T={build(base)[0].seq_len}, {args.dtype}, {args.device}, {args.threads} thread(s), Adam")
-    print(f"marginal CPU time per step from runs of {args.steps} and {short} steps (best of {args.repeats})")
-    print(f"{'variant':22s} {'steps/s':>9s} {'ms/step':>8s} {'overhead':>9s}")
-    print(f"{'plain PyTorch loop':22s} {1 / plain:9.1f} {1e3 * plain:8.2f} {'':>9s}")
-    result = {"plain_steps_per_s": 1 / plain}
-    for name in variants:
-        sec = per_step(seconds, name, args.steps, short)
-        overhead = sec / plain - 1
-        result[name] = {"steps_per_s": 1 / sec, "overhead": overhead}
-        print(f"{name:22s} {1 / sec:9.1f} {1e3 * sec:8.2f} {100 * overhead:8.0f}%")
-    fixed = seconds["metrics@short"] - short * per_step(seconds, "metrics", args.steps, short)
-    print(f"fixed cost of one attnid.train run (build, evaluations, metrics table): {1e3 * fixed:.0f} ms")
+    training = yaml.safe_load((ROOT / args.configfile).read_text())["training"]
+    keys = [k for k in runs(training, args.task, args.optimizer) if k["heads"] == args.heads]
+    if not keys:
+        sys.exit(f"{args.configfile}: no runs of {args.task}/{args.optimizer} at heads {args.heads}")
+    n = len(keys)
+    per_job = [child(training, [k], "loop", args.threads) for k in keys[: args.per_job]]
+    batched = child(training, keys, "batched_no_gauge" if args.no_gauge else "batched", args.threads)
+    job_cpu = sum(r["cpu"] for r in per_job) / len(per_job)
+    job_wall = sum(r["wall"] for r in per_job) / len(per_job)
+    job_train = sum(r["train_cpu"] for r in per_job) / len(per_job)
+    result = {
+        "runs": n,
+        "one_run_per_job": {"runs_per_cpu_s": 1 / job_cpu, "runs_per_wall_s": 1 / job_wall, "in_process_runs_per_cpu_s": 1 / job_train},
+        "batched": {"runs_per_cpu_s": n / batched["cpu"], "runs_per_wall_s": n / batched["wall"], "in_process_runs_per_cpu_s": n / batched["train_cpu"]},
+    }  # fmt: skip
+    result["speedup"] = job_cpu * n / batched["cpu"]
+    result["speedup_in_process"] = job_train * n / batched["train_cpu"]
+    print(
+        f"{args.configfile}: {args.task}/{args.optimizer}, H = {args.heads}: {n} runs (seeds x rebalancing modes), {args.threads} thread(s)"
+    )
+    print(f"{'':22s} {'runs/CPU-s':>11s} {'runs/wall-s':>12s} {'in process':>11s}")
+    for name in ("one_run_per_job", "batched"):
+        r = result[name]
+        print(
+            f"{name:22s} {r['runs_per_cpu_s']:11.3f} {r['runs_per_wall_s']:12.3f} {r['in_process_runs_per_cpu_s']:11.3f}"
+        )
+    print(
+        f"speed-up (CPU time, start-up included): {result['speedup']:.1f}x; in process: {result['speedup_in_process']:.1f}x"
+    )
+    print(
+        f"(one run per job measured on {len(per_job)} of the {n} runs; start-up per job {job_cpu - job_train:.1f} CPU-s)"
+    )
     return result
 
 

@@ -1,7 +1,7 @@
 """Resumability: a sweep killed in the middle and restarted redoes nothing it had finished.
 
-In a temporary copy of the repository, `snakemake` builds the teacher-student runs of the smoke
-preset; once some runs are finished and another one is running, the whole process group (Snakemake
+In a temporary copy of the repository, `snakemake` builds the teacher-student training jobs of the
+smoke preset (one job per optimizer, its runs batched); once some jobs are finished and another one is running, the whole process group (Snakemake
 and its jobs) gets SIGTERM (what SLURM, `kill` or a shutdown send: Snakemake cleans up) or SIGKILL
 (no handler runs, as after a power cut or an out-of-memory kill: the lock stays, so the restart
 begins with `snakemake --unlock`). The restart with --rerun-incomplete must
@@ -11,7 +11,6 @@ begins with `snakemake --unlock`). The restart with --rerun-incomplete must
     (outputs are written to a temporary name and renamed: attnid.io.atomic_path).
 """
 
-import json
 import math
 import os
 import re
@@ -28,7 +27,7 @@ from worktree import copy_tree
 
 CONFIG = "config/smoke.yaml"
 TASK = "teacher_student"  # the cheapest task: one attention layer
-N_RUNS = 4  # the first runs in path order: 2 finish, 1 is killed, 1 has not started
+N_RUNS = 4  # the first jobs in path order: 2 finish, 1 is killed, 1 has not started
 pytestmark = pytest.mark.slow
 
 
@@ -38,28 +37,32 @@ def snakemake(work: Path, *args: str) -> list[str]:
 
 def run_targets(work: Path) -> list[str]:
     """metrics.parquet of N_RUNS runs of TASK in the preset, from `snakemake --summary` (the rules decide)."""
-    out = subprocess.run(snakemake(work, "--summary", "--cores", "1", "all"), cwd=work, capture_output=True, text=True)
+    out = subprocess.run(
+        snakemake(work, "--summary", "--cores", "1", "all"), cwd=work, capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [line.split("\t") for line in out.stdout.splitlines()[1:]]
-    runs = sorted(r[0] for r in rows if len(r) > 2 and r[2] == "train_run" and r[0].endswith("metrics.parquet"))
+    runs = sorted(r[0] for r in rows if len(r) > 2 and r[2] == "train_job" and r[0].endswith("metrics.parquet"))
     runs = [r for r in runs if f"/{TASK}/" in r]
     assert len(runs) >= N_RUNS, f"expected at least {N_RUNS} {TASK} runs in {CONFIG}, got {runs}"
     return runs[:N_RUNS]
 
 
 def planned_runs(text: str) -> int:
-    """The train_run count of Snakemake's job-stats table (0 when there is nothing to do)."""
-    counts = re.findall(r"^train_run\s+(\d+)\s*$", text, flags=re.MULTILINE)
+    """The train_job count of Snakemake's job-stats table (0 when there is nothing to do)."""
+    counts = re.findall(r"^train_job\s+(\d+)\s*$", text, flags=re.MULTILINE)
     return int(counts[-1]) if counts else 0
 
 
 def finished(log_text: str) -> list[str]:
     """metrics.parquet of the jobs Snakemake reported finished: job blocks ("output: a, b" ... "jobid: N")
     matched with "Finished jobid: N" lines of its log."""
-    outputs = dict(
-        (jobid, out.split(",")[0].strip())
-        for out, jobid in re.findall(r"^\s+output: (.+?)$.*?^\s+jobid: (\d+)$", log_text, flags=re.MULTILINE | re.DOTALL)
-    )
+    outputs = {
+        jobid: out.split(",")[0].strip()
+        for out, jobid in re.findall(
+            r"^\s+output: (.+?)$.*?^\s+jobid: (\d+)$", log_text, flags=re.MULTILINE | re.DOTALL
+        )
+    }
     return [outputs[j] for j in re.findall(r"^Finished jobid: (\d+)", log_text, flags=re.MULTILINE) if j in outputs]
 
 
@@ -79,9 +82,12 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, template, 
 
     # 1. start the sweep (one job at a time, so runs finish one by one) and kill it mid-way
     first = tmp_path / "first.log"
-    log = open(first, "w")
+    log = open(first, "w")  # noqa: SIM115 - closed in the finally below, after the kill
     proc = subprocess.Popen(
-        snakemake(work, *targets, "--cores", "1"), cwd=work, stdout=log, stderr=subprocess.STDOUT,
+        snakemake(work, *targets, "--cores", "1"),
+        cwd=work,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: SIGKILL reaches the jobs too
     )
     deadline = time.monotonic() + 150
@@ -102,13 +108,18 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, template, 
 
     if sig == signal.SIGKILL:
         # Snakemake had no chance to remove its lock: the documented first step after a hard kill
-        unlock = subprocess.run(snakemake(work, *targets, "--unlock"), cwd=work, capture_output=True, text=True)
+        unlock = subprocess.run(
+            snakemake(work, *targets, "--unlock"), cwd=work, capture_output=True, text=True, check=False
+        )
         assert unlock.returncode == 0, unlock.stderr[-3000:]
 
     # 2. the restart plans exactly the unfinished runs
     plan = subprocess.run(
         snakemake(work, *targets, "--cores", "1", "--rerun-incomplete", "-n", "--quiet", "rules"),
-        cwd=work, capture_output=True, text=True,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert plan.returncode == 0, plan.stderr[-3000:]
     todo = len(targets) - len(done)
@@ -116,7 +127,11 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, template, 
 
     # 3. restart and finish
     rest = subprocess.run(
-        snakemake(work, *targets, "--cores", "2", "--rerun-incomplete"), cwd=work, capture_output=True, text=True
+        snakemake(work, *targets, "--cores", "2", "--rerun-incomplete"),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert rest.returncode == 0, rest.stderr[-3000:]
     assert f"{todo} of {todo} steps (100%) done" in rest.stderr, rest.stderr[-3000:]
@@ -126,9 +141,11 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, template, 
         assert (work / t).stat().st_mtime_ns == mtime and (work / t).read_bytes() == data, f"{t} was redone"
     for t in targets:
         metrics = pd.read_parquet(work / t)  # raises on a truncated file
-        summary = json.loads((work / t).with_name("summary.json").read_text())
-        assert len(metrics) > 0 and math.isfinite(summary["final_loss"]), t
-    final = subprocess.run(snakemake(work, *targets, "--cores", "1", "-n"), cwd=work, capture_output=True, text=True)
+        summary = pd.read_parquet((work / t).with_name("summary.parquet"))
+        assert len(metrics) > 0 and summary["final_loss"].map(math.isfinite).all(), t
+    final = subprocess.run(
+        snakemake(work, *targets, "--cores", "1", "-n"), cwd=work, capture_output=True, text=True, check=False
+    )
     assert "Nothing to be done" in final.stdout + final.stderr
     # a killed job may leave its temporary file (.metrics.parquet.XXXX.tmp), never a final name
     finals = {p.relative_to(work).as_posix() for p in (work / "results").rglob("metrics.parquet")}
