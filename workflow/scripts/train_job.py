@@ -8,10 +8,10 @@ import sys
 
 import torch
 
-from attnid.io import atomic_write_parquet
+from attnid.io import atomic_write_parquet, log_to
 from attnid.training.job import train_job
 
-sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115 - tqdm writes to stderr
+log_to(snakemake.log[0])  # progress bars (tqdm, stderr) and prints go to the rule's log
 torch.set_num_threads(snakemake.threads)
 metrics, summary = train_job(snakemake.params.training, snakemake.params.device, **snakemake.wildcards)
 for row in summary[summary["diverged"]].itertuples():
