@@ -51,6 +51,13 @@ def test_biases_fixed_in_code(name, biases):
     assert spec_of(name).biases == biases
 
 
+def test_class_defaults_where_the_config_is_silent():
+    oss = {k: v for k, v in stored_config("gpt_oss_20b").items() if k != "attention_bias"}
+    assert model_facts(oss).blocks[0].attention.biases == "qkvo"  # GptOssConfig defaults attention_bias to True
+    olmo = {k: v for k, v in stored_config("olmo2_7b").items() if k != "rms_norm_eps"}
+    assert model_facts(olmo).blocks[0].attention.norm_eps == 1e-5
+
+
 def test_attention_bias_also_biases_o_proj_but_not_for_mistral():
     assert spec_of("llama3_8b", attention_bias=True).biases == "qkvo"
     assert spec_of("mistral_7b", attention_bias=True).biases == ""
@@ -99,6 +106,7 @@ def test_modern_variants_are_mapped():
     assert [b.attention.sliding_window for b in gemma2.blocks[:2]] == [4096, 0]
     gemma3 = model_facts(stored_config("gemma3_27b"))
     assert [b.attention.sliding_window > 0 for b in gemma3.blocks[:6]] == [True] * 5 + [False]
+    assert [b.attention.rope_base for b in gemma3.blocks[4:6]] == [10000.0, 1e6]  # local layers: rope_local_base_freq
     ds = spec_of("deepseek_v3")
     assert (ds.kv_lora_rank, ds.q_lora_rank, ds.d_head_qk, ds.rope_dims, ds.d_head_v) == (512, 1536, 192, 64, 128)
     assert spec_of("bloom_176b").alibi

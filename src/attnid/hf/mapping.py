@@ -178,10 +178,10 @@ def _llama_like(cfg: dict, mt: str):
     n_layers = int(_get(cfg, "num_hidden_layers"))
     theta, _ = _rope(cfg)
     p = int(k * _partial_factor(cfg)) // 2 * 2
-    bias_flag = bool(cfg.get("attention_bias", False))
+    bias_flag = bool(cfg.get("attention_bias", mt == "gpt_oss"))  # the class defaults: True for GPT-OSS only
     # Fixed in code: Qwen2 q/k/v only; Mistral, Mixtral, Phi-3 none; the others follow attention_bias (o_proj too).
     biases = {"qwen2": "qkv", "mistral": "", "mixtral": "", "phi3": ""}.get(mt, "qkvo" if bias_flag else "")
-    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    eps = float(cfg.get("rms_norm_eps", 1e-5 if mt in ("olmo2", "gpt_oss", "phi3", "mixtral") else 1e-6))
     variant = {}
     if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
         variant = {"qk_norm": "rms_head", "norm_eps": eps}
@@ -201,13 +201,14 @@ def _llama_like(cfg: dict, mt: str):
     if mt == "gemma2" and "layer_types" not in cfg:  # Gemma-2 alternates local and global, local first
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
     uses_window = window and mt in ("mistral", "mixtral", "phi3")  # every layer
+    local_theta = float(cfg.get("rope_local_base_freq", 10000.0)) if mt == "gemma3_text" else theta  # Gemma-3 local layers
     specs = []
     for i in range(n_layers):
         w = int(window) if window and (uses_window or types[i] == "sliding_attention") else 0
         specs.append(
             AttentionSpec(
                 d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=p, biases=biases, causal=True,
-                rope_base=theta, sliding_window=w, **variant,
+                rope_base=local_theta if w else theta, sliding_window=w, **variant,
             )
         )  # fmt: skip
     gated = True
