@@ -54,6 +54,8 @@ def test_biases_fixed_in_code(name, biases):
 def test_class_defaults_where_the_config_is_silent():
     oss = {k: v for k, v in stored_config("gpt_oss_20b").items() if k != "attention_bias"}
     assert model_facts(oss).blocks[0].attention.biases == "qkvo"  # GptOssConfig defaults attention_bias to True
+    gemma = {k: v for k, v in stored_config("gemma_7b").items() if k != "head_dim"}
+    assert model_facts(gemma).blocks[0].attention.d_head_qk == 256  # GemmaConfig's default, not 3072 / 16
     olmo = {k: v for k, v in stored_config("olmo2_7b").items() if k != "rms_norm_eps"}
     assert model_facts(olmo).blocks[0].attention.norm_eps == 1e-5
 

@@ -145,11 +145,15 @@ def _refuse_if(cfg: dict, key: str, bad, why: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+# head_dim where a config leaves it out: the class default (Gemma 256, Qwen3 128, GPT-OSS 64), not d / H.
+HEAD_DIM_DEFAULTS = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "gpt_oss": 64}
+
+
 def _sizes(cfg: dict, d_key="hidden_size", h_key="num_attention_heads", kv_key="num_key_value_heads"):
     d = int(_get(cfg, d_key))
     H = int(_get(cfg, h_key))
     G = int(_get(cfg, kv_key, default=H))
-    k = cfg.get("head_dim")
+    k = cfg.get("head_dim", HEAD_DIM_DEFAULTS.get(cfg.get("model_type")))
     k = int(k) if k else None
     if k is None and d % H:
         raise SpecError("head_dim", f"missing, and hidden size {d} is not divisible by {H} heads")
@@ -201,7 +205,9 @@ def _llama_like(cfg: dict, mt: str):
     if mt == "gemma2" and "layer_types" not in cfg:  # Gemma-2 alternates local and global, local first
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
     uses_window = window and mt in ("mistral", "mixtral", "phi3")  # every layer
-    local_theta = float(cfg.get("rope_local_base_freq", 10000.0)) if mt == "gemma3_text" else theta  # Gemma-3 local layers
+    local_theta = (
+        float(cfg.get("rope_local_base_freq", 10000.0)) if mt == "gemma3_text" else theta
+    )  # Gemma-3 local layers
     specs = []
     for i in range(n_layers):
         w = int(window) if window and (uses_window or types[i] == "sliding_attention") else 0
