@@ -34,6 +34,9 @@ include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/paper.smk"
 
 
+export_producers()  # a job that reads a corrupt file names the rule that rebuilds it
+
+
 rule all:
     default_target: True
     input:

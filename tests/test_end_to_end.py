@@ -159,3 +159,17 @@ def test_the_report_holds_tables_checks_notebooks_and_the_paper(built, tmp_path)
     names = zipfile.ZipFile(report).namelist()
     for part in ("/counting.csv", "/checks.csv", "/verification.csv", "/01_counting.html", "/main.pdf"):
         assert any(n.endswith(part) for n in names), (part, names)
+
+
+def test_a_truncated_intermediate_is_named_with_the_rule_that_rebuilds_it(scratch):
+    ratios = scratch / RESULTS / "counting/ratios.csv"
+    ratios.write_text(ratios.read_text()[:200])  # cut mid-row
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile=config/smoke.yaml", "-f", "fig_ratio"]
+    out = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, check=False)
+    assert out.returncode != 0
+    line = f"{RESULTS}/counting/ratios.csv is truncated or corrupt"
+    console = [ln for ln in (out.stdout + out.stderr).splitlines() if line in ln]
+    assert console, "the console does not name the file"
+    assert (
+        "(rule counting_ratios)" in console[0] and f"snakemake --cores 1 -f {RESULTS}/counting/ratios.csv" in console[0]
+    )

@@ -138,3 +138,14 @@ def test_the_latex_helpers_import_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_an_unreadable_result_names_the_rule_that_writes_it(tmp_path, monkeypatch):
+    import json
+
+    path = tmp_path / "results/smoke/counting/ratios.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    monkeypatch.setenv("ATTNID_PRODUCERS", json.dumps({r".*/counting/ratios\.csv$": "counting_ratios"}))
+    with pytest.raises(UnreadableResult, match=r"rebuild it \(rule counting_ratios\) with: snakemake --cores 1 -f "):
+        read_result(path)

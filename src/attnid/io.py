@@ -54,7 +54,8 @@ def atomic_write_parquet(path: str | Path, df) -> None:
 
 def log_to(path: str | Path, name: str = "attnid") -> logging.Logger:
     """The one way a workflow script logs: stdout and stderr (warnings, tracebacks, progress bars)
-    go to the rule's log file, and the returned logger writes there too.
+    go to the rule's log file, and the returned logger writes there too. An uncaught error leaves
+    its traceback in the log and one line naming it on the console.
 
     Used by every glue script: `log = log_to(snakemake.log[0])`.
     """
@@ -65,6 +66,15 @@ def log_to(path: str | Path, name: str = "attnid") -> logging.Logger:
     log.handlers[:] = [logging.StreamHandler(stream)]
     log.setLevel(logging.INFO)
     log.propagate = False
+
+    def report_error(kind, error, trace):  # the traceback to the log, one line to the console
+        import traceback
+
+        traceback.print_exception(kind, error, trace, file=stream)
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(f"{kind.__name__}: {first} (traceback in {path})", file=sys.__stderr__)
+
+    sys.excepthook = report_error
     return log
 
 
@@ -87,6 +97,10 @@ def read_result(path: str | Path, columns: list[str] | None = None, **kwargs):
         elif path.suffix == ".json":
             data = json.loads(path.read_text())
         else:
+            with open(path, "rb") as f:  # every CSV this workflow writes ends with a newline
+                f.seek(max(path.stat().st_size - 1, 0))
+                if f.read(1) != b"\n":
+                    raise ValueError("it does not end with a newline: cut off while it was written or copied")
             data = pd.read_csv(path, **kwargs)
         missing = [c for c in columns or [] if c not in data.columns]
         if missing:
@@ -97,7 +111,18 @@ def read_result(path: str | Path, columns: list[str] | None = None, **kwargs):
         raise
     except Exception as err:  # noqa: BLE001 - every pandas/pyarrow/json parse error reads the same to a user
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        rule = producer(path)
+        by = f" (rule {rule})" if rule else ""
         raise UnreadableResult(
-            f"{path} is truncated or corrupt ({reason}); rebuild it with: snakemake --cores 1 -f {path}"
+            f"{path} is truncated or corrupt ({reason}); rebuild it{by} with: snakemake --cores 1 -f {path}"
         ) from None
     return data
+
+
+def producer(path: str | Path) -> str | None:
+    """The workflow rule that writes `path`, from the map the Snakefile exports to its jobs
+    (environment variable ATTNID_PRODUCERS); None outside a workflow job."""
+    import re
+
+    table = json.loads(os.environ.get("ATTNID_PRODUCERS", "{}"))
+    return next((rule for pattern, rule in table.items() if re.match(pattern, str(path))), None)

@@ -126,3 +126,18 @@ PAPER_SOURCES = sorted(
     for f in files
     if f.endswith(".tex")
 )
+
+
+def export_producers():
+    """Tell the jobs which rule writes which file (environment variable ATTNID_PRODUCERS: JSON
+    {output regex: rule}), so attnid.io.read_result names the rule that rebuilds a corrupt input.
+    Called by the Snakefile after every rule is defined."""
+    import json
+    from snakemake.io import regex_from_filepattern
+
+    producers = {
+        regex_from_filepattern(str(out)): rule.name
+        for rule in workflow.rules
+        for out in rule.output
+    }
+    os.environ["ATTNID_PRODUCERS"] = json.dumps(producers)

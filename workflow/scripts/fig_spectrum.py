@@ -2,14 +2,13 @@
 few specs on a log scale, the predicted rank marked, the rank tolerance as a dotted line."""
 
 import matplotlib.pyplot as plt
-import pandas as pd
 
-from attnid.io import log_to
+from attnid.io import log_to, read_result
 from attnid.report.style import PALETTE, save, use_style
 
 log_to(snakemake.log[0])
 use_style()
-df = pd.read_csv(snakemake.input[0])
+df = read_result(snakemake.input[0])
 fig, ax = plt.subplots()
 for colour, (label, spec) in zip(PALETTE, df.groupby("label", sort=False)):
     rank = int(spec["predicted_rank"].iloc[0])

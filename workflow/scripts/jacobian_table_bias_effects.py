@@ -5,13 +5,11 @@ LaTeX table pivots it: a row per bias and context (alone / with the three others
 head shape and RoPE variant, each cell `counted/measured` of the bias's `bias_params` entries.
 """
 
-import pandas as pd
-
-from attnid.io import atomic_write_text, log_to
+from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import booktabs
 
 log_to(snakemake.log[0])
-df = pd.read_csv(snakemake.input[0], keep_default_na=False)
+df = read_result(snakemake.input[0], keep_default_na=False)
 df["shape"] = [
     f"$d{{=}}{r.d_model}, H{{=}}{r.n_heads}, G{{=}}{r.n_kv_heads}, d_k{{=}}{r.d_head_qk}, d_v{{=}}{r.d_head_v}$"
     for r in df.itertuples()

@@ -84,9 +84,9 @@ def build(tex: str | Path, outdir: str | Path, log, cwd: str | Path = ".") -> Pa
 if __name__ == "__main__" and "snakemake" in globals():
     from attnid.io import atomic_path, log_to
 
-    log_to(snakemake.log[0], "paper")  # noqa: F821
-    out = Path(snakemake.output.pdf)  # noqa: F821
-    main_tex = Path(next(t for t in snakemake.input.tex if Path(t).name == "main.tex"))  # noqa: F821
+    log_to(snakemake.log[0], "paper")
+    out = Path(snakemake.output.pdf)
+    main_tex = Path(next(t for t in snakemake.input.tex if Path(t).name == "main.tex"))
     results = out.parent.parent  # <results_dir>/paper/main.pdf
     where = stage(main_tex.parent, results, out.parent / "stage")
     try:

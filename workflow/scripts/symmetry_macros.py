@@ -1,14 +1,12 @@
 """results/macros/symmetry.tex: the numbers of the symmetry checks that the paper text uses."""
 
-import pandas as pd
-
-from attnid.io import atomic_write_text, log_to
+from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import macros
 from attnid.symmetry.checks import latex_number
 
 log_to(snakemake.log[0])
-checks = pd.read_csv(snakemake.input.checks)
-worst = pd.read_csv(snakemake.input.summary).set_index("check").worst
+checks = read_result(snakemake.input.checks)
+worst = read_result(snakemake.input.summary).set_index("check").worst
 values = {
     "SymmetrySpecs": str(checks.label.nunique()),
     "SymmetryDimAgree": str(int(checks.dim_match.sum())),

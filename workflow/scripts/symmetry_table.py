@@ -1,13 +1,11 @@
 """results/tables/symmetry.{tex,csv}: the worst value of every symmetry check over the grid, with its bound."""
 
-import pandas as pd
-
-from attnid.io import atomic_write_csv, atomic_write_text, log_to
+from attnid.io import atomic_write_csv, atomic_write_text, log_to, read_result
 from attnid.report.latex import booktabs
 from attnid.symmetry.checks import summarize, summary_latex
 
 log_to(snakemake.log[0])
-summary = summarize(pd.read_csv(snakemake.input[0]))
+summary = summarize(read_result(snakemake.input[0]))
 atomic_write_csv(snakemake.output.csv, summary)
 atomic_write_text(snakemake.output.tex, booktabs(summary_latex(summary), align="lrrr", escape_cells=False))
 print(summary.to_string(index=False))

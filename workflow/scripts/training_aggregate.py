@@ -11,7 +11,7 @@ import sys
 
 import pandas as pd
 
-from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to
+from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to, read_result
 from attnid.report.macros import fragment, training_macros
 from attnid.training import analysis
 from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table, sanity_checks, table_tex
@@ -19,8 +19,8 @@ from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table,
 log = log_to(snakemake.log[0], "training_aggregate")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 
-summary = pd.concat([pd.read_parquet(path) for path in inp.summaries], ignore_index=True)
-metrics = pd.concat([pd.read_parquet(path) for path in inp.metrics], ignore_index=True)
+summary = pd.concat([read_result(path) for path in inp.summaries], ignore_index=True)
+metrics = pd.concat([read_result(path) for path in inp.metrics], ignore_index=True)
 lr_summary = pd.read_parquet(inp.lr_summary)
 summary = summary.merge(
     analysis.steps_to_target(metrics, params.target_fraction), on=["task", "optimizer", "rebalance", "heads", "seed"]
