@@ -10,7 +10,7 @@ P (a mapping that misses a bias or a norm gain fails here), and
 
 at a random point over random Gaussian hidden states, sized as in `attnid.jacobian.input_sizing`
 (3 P equations over the information a token carries), rank at `RANK_RTOL` with its gap in
-decades. A layer with a norm is measured twice, with the config's eps and with eps = 0 at the
+decades, and again on the first half of the sequences (it must not change). A layer with a norm is measured twice, with the config's eps and with eps = 0 at the
 same weights: the difference is the weakly identified dimension (the scale directions eps > 0
 breaks), reported with the singular values that carry it (relative to the largest).
 """
@@ -28,15 +28,22 @@ from .mapping import model_facts
 from .modules import DTYPE, build, shrink
 
 
-def _rank(real, theta, x) -> tuple[dict, torch.Tensor]:
-    """Numerical rank of the module's Jacobian over the sequences x (B, T, d); also sigma / sigma_max."""
+def _rank(real, theta, x, half: bool = False) -> tuple[dict, torch.Tensor]:
+    """Numerical rank of the module's Jacobian over the sequences x (B, T, d); also sigma / sigma_max.
+
+    half=True adds `rank_half`, the rank over the first half of the sequences (the sizing is enough when
+    halving the data does not change it)."""
 
     def one_sequence(th, xs):  # (P,), (T, d) -> (T, d)
         return real.forward(th, xs[None])[0]
 
     J = vmap(jacrev(one_sequence), in_dims=(None, 0))(theta, x).reshape(-1, theta.numel())  # (B T d, P)
     sigma = torch.linalg.svdvals(J)
-    return numerical_rank(sigma, RANK_RTOL), (sigma / sigma.max()).sort(descending=True).values
+    rank = numerical_rank(sigma, RANK_RTOL)
+    if half:
+        rows = (x.shape[0] // 2) * x.shape[1] * x.shape[2]
+        rank["rank_half"] = numerical_rank(torch.linalg.svdvals(J[:rows]), RANK_RTOL)["rank"]
+    return rank, (sigma / sigma.max()).sort(descending=True).values
 
 
 def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 3.0, name: str = "") -> dict:
@@ -59,9 +66,18 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
         "weakly_count": counts.weakly_identified,
     }
     if P != spec.n_params:  # the mapping missed a parameter block: no rank can agree
-        return {**row, "measured": -1, "gap": float("nan"), "weakly_measured": -1, "agree": False, "error": "P"}
-    rank, sigma = _rank(real, real.theta, x)
-    row |= {"measured": P - rank["rank"], "gap": rank["gap"], "sigma_kept": rank["sigma_kept"]}
+        return {
+            **row,
+            "measured": -1,
+            "measured_half": -1,
+            "gap": float("nan"),
+            "weakly_measured": -1,
+            "agree": False,
+            "error": "P",
+        }
+    rank, sigma = _rank(real, real.theta, x, half=True)
+    row |= {"measured": P - rank["rank"], "measured_half": P - rank["rank_half"], "gap": rank["gap"]}
+    row["sigma_kept"] = rank["sigma_kept"]
     row |= {"sigma_dropped": rank["sigma_dropped"], "weakly_measured": 0, "weak_sigma_min": float("nan")}
     row["weak_sigma_max"] = float("nan")
     if spec.has_norm and spec.norm_eps > 0:
@@ -72,7 +88,9 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
         if weak > 0:  # the weak directions: the smallest kept singular values at eps > 0
             kept = sigma[rank0["rank"] : rank["rank"]]
             row |= {"weak_sigma_min": float(kept.min()), "weak_sigma_max": float(kept.max())}
-    row["agree"] = row["measured"] == row["count"] and row["weakly_measured"] == row["weakly_count"]
+    row["agree"] = (
+        row["measured"] == row["count"] == row["measured_half"] and row["weakly_measured"] == row["weakly_count"]
+    )
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -105,6 +123,7 @@ def disagreements(df) -> str:
     """'' if every row agrees, else one line per disagreeing case."""
     bad = df[~df["agree"].astype(bool)]
     return "\n".join(
-        f"{r.case}: count {r.count} (weak {r.weakly_count}), measured {r.measured} (weak {r.weakly_measured}), P {r.P} vs spec {r.P_spec}"
+        f"{r.case}: count {r.count} (weak {r.weakly_count}), measured {r.measured} (half data {r.measured_half},"
+        f" weak {r.weakly_measured}), P {r.P} vs spec {r.P_spec}"
         for r in bad.itertuples()
     )
