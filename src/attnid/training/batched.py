@@ -132,11 +132,18 @@ def imbalance_reference(spec, theta0: torch.Tensor) -> dict:
     return {"imbalance": symmetry.imbalance(spec, theta0), "scale": scale}
 
 
+def projector(spec, theta: torch.Tensor):
+    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once (per run where the batched
+    projector does not apply: the value-bias constraint is assembled per point)."""
+    if spec.has_bias("v"):
+        each = [symmetry.Projector(spec, t) for t in theta]
+        return lambda u: torch.stack([proj(x) for proj, x in zip(each, u)])
+    return symmetry.Projector(spec, theta)
+
+
 def project(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """P_T u for stacked (M, P) points and vectors (per run where the batched projector does not apply)."""
-    if spec.has_bias("v"):  # the value-bias constraint is assembled per point
-        return torch.stack([symmetry.Projector(spec, t)(x) for t, x in zip(theta, u)])
-    return symmetry.Projector(spec, theta)(u)
+    """P_T u for stacked (M, P) points and vectors."""
+    return projector(spec, theta)(u)
 
 
 def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
@@ -237,11 +244,12 @@ def _train(cfgs: list[RunConfig], progress: bool, gauge: bool) -> list[tuple[pd.
                     live = alive[:, None]
                     theta = torch.where(live, params[k], initial[k])  # a diverged run is measured at a finite stand-in
                     u = torch.where(live, u, 0)
-                    tangent = project(spec, theta, u)  # (M, P): P_T u at theta_t
+                    proj = projector(spec, theta)  # P_T at theta_t, set up once for this step
+                    tangent = proj(u)  # (M, P)
                     u = torch.where(projected[:, None], u - tangent, u)
                     rows["rebalance_norm_removed"][projected, t, i] = tangent[projected].norm(dim=-1)
                     if measure:
-                        applied = torch.where(projected[:, None], project(spec, theta, u), tangent)
+                        applied = torch.where(projected[:, None], proj(u), tangent) if projected.any() else tangent
                         norm = u.norm(dim=-1)
                         rows["update_norm"][:, t, i] = norm
                         rows["overlap_all"][:, t, i] = applied.norm(dim=-1) / norm
