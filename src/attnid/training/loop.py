@@ -42,7 +42,7 @@ dtype: float64 by default for both tasks, so float rounding is ~1e-13 and a zero
 visible as such; float32 is allowed (`dtype="float32"`, e.g. on a GPU), where the same zero reads
 ~1e-5 because theta_{t+1} - theta_t loses digits to the size of theta.
 
-Determinism: every random draw comes from generators seeded by the run seed (attnid.tasks), the
+Determinism: every random draw comes from generators seeded by the run seed (attnid.training.tasks), the
 global seed is set with torch.manual_seed, and torch.use_deterministic_algorithms is on during the
 run, so one RunConfig gives bit-identical metrics on one machine (wall-clock time is reported only
 in the summary).

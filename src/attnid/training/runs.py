@@ -124,7 +124,7 @@ class RunConfig:
         return self.attention.n_heads
 
     def to_dict(self) -> dict:
-        """Plain data (the spec as its config mapping), e.g. for summary.json."""
+        """Plain data (the spec as its config mapping)."""
         return asdict(self) | {"attention": self.attention.to_config()}
 
     def with_(self, **changes) -> RunConfig:

@@ -57,7 +57,7 @@ SUMMARY_COLUMNS = (
 
 
 def summary_row(wildcards: dict, cfg: RunConfig, summary: dict) -> dict:
-    """One row of summary.parquet (also the per-run summary.json, plus the full config)."""
+    """One row of summary.parquet (and the full config under `config`)."""
     row = {k: wildcards[k] for k in RUN_KEYS}
     row.update(
         heads=int(row["heads"]),
