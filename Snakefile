@@ -4,7 +4,7 @@ import sys
 
 from snakemake.utils import min_version, validate
 
-from attnid.workflow_config import ConfigError, check
+from attnid.workflow_config import ConfigError, check, export_producers
 
 min_version("9.0")
 
@@ -34,7 +34,9 @@ include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/paper.smk"
 
 
-export_producers()  # a job that reads a corrupt file names the rule that rebuilds it
+export_producers(
+    workflow.rules
+)  # a job that reads a corrupt file names the rule that rebuilds it
 
 
 rule all:

@@ -98,3 +98,26 @@ def check(config: dict, schema_path: str | Path) -> None:
         errors = semantic_errors(config)
     if errors:
         raise ConfigError("\n".join(errors[:10]) + (f"\n(and {len(errors) - 10} more)" if len(errors) > 10 else ""))
+
+
+def tools_on_path() -> None:
+    """Put the running interpreter's folder first on PATH, so the tools the jobs call by name
+    (papermill, jupyter-nbconvert for notebooks) come from the environment that runs Snakemake:
+    `.venv/bin/snakemake ...` works without an activated shell."""
+    import os
+    import sys
+
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+def export_producers(rules) -> None:
+    """Tell the jobs which rule writes which file (environment variable ATTNID_PRODUCERS: JSON
+    {output regex: rule name}), so attnid.io.read_result names the rule that rebuilds a corrupt
+    input. `rules`: Snakemake's `workflow.rules`, after every rule is defined."""
+    import json
+    import os
+
+    from snakemake.io import regex_from_filepattern
+
+    producers = {regex_from_filepattern(str(out)): r.name for r in rules for out in r.output}
+    os.environ["ATTNID_PRODUCERS"] = json.dumps(producers)

@@ -1,16 +1,14 @@
 # Shared helpers. Every topic file appends its final outputs to TARGETS so that the
 # aggregate rules in the Snakefile (all, tables, figures, notebooks, paper) stay short.
 
-# Tools the jobs call by name (papermill, jupyter-nbconvert for notebooks) come from the environment
-# that runs Snakemake, so `.venv/bin/snakemake ...` works without an activated shell.
+# Tools the jobs call by name (papermill, nbconvert) come from the environment running Snakemake.
 import os
-import sys as _sys
 
-os.environ["PATH"] = os.pathsep.join(
-    [os.path.dirname(_sys.executable), os.environ.get("PATH", "")]
-)
+from attnid.workflow_config import tools_on_path
 
-# Every rule names this software environment (`conda: CONDA_ENV`); the path is relative to workflow/rules/.
+tools_on_path()
+
+# The software environment every job names (`conda` directive); the path is relative to workflow/rules/.
 CONDA_ENV = "../../environment.yml"
 
 TARGETS = {"data": [], "tables": [], "figures": [], "notebooks": [], "paper": []}
@@ -45,7 +43,7 @@ NOTEBOOKS = os.path.join(REPO, "notebooks")
 def _module_file(name):
     """'attnid.report.latex' -> its source file under src/ (None when it is not a module of ours)."""
     base = os.path.join(PACKAGE_SRC, *name.split("."))
-    for path in (base + ".py", os.path.join(base, "__init__.py")):
+    for path in (f"{base}.py", os.path.join(base, "__init__.py")):
         if os.path.isfile(path):
             return path
     return None
@@ -85,9 +83,9 @@ def _direct_dependencies(path, module):
     for name in _imported_names(path, module):
         if name.split(".")[0] == "attnid":
             dep = _module_file(name)
-        elif "." not in name and os.path.isfile(os.path.join(SCRIPTS, name + ".py")):
+        elif "." not in name and os.path.isfile(os.path.join(SCRIPTS, f"{name}.py")):
             # a helper script next to the glue scripts
-            dep = os.path.join(SCRIPTS, name + ".py")
+            dep = os.path.join(SCRIPTS, f"{name}.py")
         else:
             dep = None
         if dep is not None:
@@ -107,8 +105,9 @@ def _code_closure(path, module):
 
 
 def script_inputs(script):
-    """Inputs for a rule running workflow/scripts/<script> (or notebooks/<script> for a notebook):
-    the file and every module of this repository it imports, transitively, sorted."""
+    """The inputs of a job that runs workflow/scripts/<script> (notebooks/<script> for a notebook),
+    which are the file and every module of this repository it imports, transitively, sorted.
+    """
     folder = NOTEBOOKS if script.endswith(".ipynb") else SCRIPTS
     path = os.path.join(folder, script)
     if not os.path.isfile(path):
@@ -126,18 +125,3 @@ PAPER_SOURCES = sorted(
     for f in files
     if f.endswith(".tex")
 )
-
-
-def export_producers():
-    """Tell the jobs which rule writes which file (environment variable ATTNID_PRODUCERS: JSON
-    {output regex: rule}), so attnid.io.read_result names the rule that rebuilds a corrupt input.
-    Called by the Snakefile after every rule is defined."""
-    import json
-    from snakemake.io import regex_from_filepattern
-
-    producers = {
-        regex_from_filepattern(str(out)): rule.name
-        for rule in workflow.rules
-        for out in rule.output
-    }
-    os.environ["ATTNID_PRODUCERS"] = json.dumps(producers)
