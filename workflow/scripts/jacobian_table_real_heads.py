@@ -8,5 +8,10 @@ from attnid.report.latex import write_table
 
 log_to(snakemake.log[0])
 table = real_heads_table(read_result(snakemake.input[0], columns=["label", "margin", "gap", "method"]))
-write_table(table, snakemake.output.tex, snakemake.output.csv, formats={"kept": ".1e", "margin": ".1f", "gap": ".1f"})
+write_table(
+    table,
+    snakemake.output.tex,
+    snakemake.output.csv,
+    formats={"tol.": ".0e", "kept": ".1e", "margin": ".1f", "gap": ".1f"},
+)
 print(table.to_string())

@@ -198,7 +198,9 @@ def spectra(specs, seed: int = 0, oversample: float = 3.0, device="cpu", dtype=D
 
 
 def real_heads_table(rows):
-    """The real-head family as a short table (one row per spec; tables/real_heads.tex)."""
+    """The real-head family as a short table (one row per spec; tables/real_heads.tex). `kept` is the
+    smallest kept singular value over the largest (for the certificate a lower bound of it), `margin`
+    log10(kept / tol.) with the method's tolerance, `gap` log10(kept / largest dropped), in decades."""
     import pandas as pd
 
     out = []
@@ -215,6 +217,7 @@ def real_heads_table(rows):
                 "method": r["method"],
                 "count": int(r["predicted"]),
                 "measured": int(r["measured"]),
+                "tol.": float(r["cert_rtol"]) if r["method"] == "certificate" else RANK_RTOL,
                 "kept": float(r["sigma_kept"]),
                 "margin": float(r["margin"]),
                 "gap": float(r["gap"]),
