@@ -34,7 +34,7 @@ Cost (:func:`estimate_cost`), from the sizes alone, before anything is allocated
 method holds J (rows x P, rows = B T d) and its copy inside the SVD; the certificate holds the
 Gram (P - m)^2, the null-space samples and basis (2 P m) and the jacrev workspace of a row block.
 Seconds use the rates measured on a 2-core CPU (float64: a dense SVD ~1e9 flop/s, a matrix
-product ~3e10 flop/s); they leave out the per-spec overhead of a few seconds.
+product ~3e10 flop/s, the small vmapped autograd products ~1e9 flop/s); a busy machine is slower.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ POSITION_RULES = ("spread", "contiguous")
 POSITION_SEED_OFFSET = 104729  # positions use their own stream, so theta and X do not depend on the rule
 SVD_FLOPS = 1.0e9  # measured: float64 svdvals 4096 x 4096 in 70-88 s on 2 cores
 MATMUL_FLOPS = 3.0e10  # measured: float64 matmul 8192 x 8192 in 33 s
+AUTOGRAD_FLOPS = 1.0e9  # effective rate of the small vmapped jacrev/jvp products (fitted to measured runs)
+SPEC_OVERHEAD_SECONDS = 1.0  # set-up of one measurement (layout, random point, projector)
 ROW_BLOCK_BYTES = 2**28  # Jacobian rows held at once by the per-sequence jacrev
 
 
@@ -151,12 +153,18 @@ def estimate_cost(spec: AttentionSpec, method: str, oversample: float, seq_len: 
     P = spec_params(spec)
     sizing = input_sizing(spec, oversample, seq_len=seq_len)
     rows = sizing.batch * sizing.seq_len * spec.d_model
+    # one forward pass over a sequence: the projections and the T x T scores and mixing of every head
+    T, H, G, d = sizing.seq_len, spec.n_heads, spec.n_kv_heads, spec.d_model
+    k, v = spec.d_head_qk, spec.d_head_v
+    forward = 2 * T * d * ((H + G) * k + G * v + H * v) + 2 * H * T * T * (k + v)
+    jacobian = sizing.batch * T * d * 3 * forward  # one backward pass (about 2 forwards) per output of a sequence
+    m = count(spec, check=False).unidentified
     if method == "dense":
         memory = 8.0 * (2 * rows * P + P) + ROW_BLOCK_BYTES
-        seconds = 4.0 * rows * P * min(rows, P) / SVD_FLOPS
+        seconds = 4.0 * rows * P * min(rows, P) / SVD_FLOPS + jacobian / AUTOGRAD_FLOPS
     else:
-        m = count(spec, check=False).unidentified
         n = P - m
         memory = 8.0 * (n * n + 2 * P * (m + 16)) + 6 * ROW_BLOCK_BYTES  # Gram, null-space samples and basis, jacrev
-        seconds = (rows * n * n + n**3 / 3) / MATMUL_FLOPS
-    return Cost(method, P, rows, memory, seconds)
+        products = (60 + 2 * (m + 16)) * sizing.batch * 3 * forward  # sigma_max (30 J^T J u) and J Q
+        seconds = (rows * n * n / 2 + n**3 / 3) / MATMUL_FLOPS + (jacobian + products) / AUTOGRAD_FLOPS
+    return Cost(method, P, rows, memory, seconds + SPEC_OVERHEAD_SECONDS)
