@@ -50,7 +50,7 @@ def test_too_large_is_refused_before_any_work(d_model, heads):
 def test_cost_estimate_grows_with_the_spec():
     small = jac.estimate_cost(AttentionSpec(8, 2), "dense", 3.0)
     large = jac.estimate_cost(AttentionSpec(64, 8), "certificate", 1.25)
-    assert small.bytes < 2**30 and small.seconds < 1
+    assert small.bytes < 2**30 and small.seconds < 5
     assert 1 * 2**30 < large.bytes < 8 * 2**30 and 10 < large.seconds < 1000  # measured: 4.2 GiB, ~80 s
 
 
