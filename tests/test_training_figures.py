@@ -61,7 +61,7 @@ def metrics():
 
 
 def assert_no_empty_panel(fig):
-    for ax in fig.axes:
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
         assert ax.lines or ax.collections, f"empty panel {ax.get_title()!r}"
         assert not any(t.get_text() == "not run" for t in ax.texts)
 
@@ -87,7 +87,10 @@ def test_summary_figures_have_no_empty_panel(module, summary):
 
 
 def test_curve_figures_have_no_empty_panel(metrics, summary):
-    assert_no_empty_panel(fig_loss.plot(metrics, summary))
+    uneven = metrics[
+        ~((metrics["task"] == "recall") & (metrics["optimizer"] == "sgd_momentum"))
+    ]  # tasks train different optimizers
+    assert_no_empty_panel(fig_loss.plot(uneven, summary))
     assert_no_empty_panel(fig_conserved.plot(metrics, summary))
 
 

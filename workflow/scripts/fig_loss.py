@@ -10,7 +10,7 @@ import pandas as pd
 from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
 
 from attnid.report.seeds import at_largest_heads
-from attnid.report.style import FULL_WIDTH, PALETTE, label_grid, use_style
+from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 KEYS = ["task", "optimizer", "rebalance", "heads", "seed", "step"]
 
@@ -21,22 +21,32 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     use_style()
     df, heads = at_largest_heads(metrics)
     per_run = readable(df.groupby(KEYS, as_index=False)[["loss", "eval_loss"]].mean())  # one value per run and step
-    tasks, optimizers = names(df, "task", TASK_NAMES), names(df, "optimizer", OPTIMIZER_NAMES)
+    tasks = names(df, "task", TASK_NAMES)
+    optimizers = {
+        t: names(per_run[per_run["task"] == t], "optimizer", OPTIMIZER_NAMES) for t in tasks
+    }  # each task its own
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
-    fig, axes = plt.subplots(len(tasks), len(optimizers), figsize=(FULL_WIDTH, 0.5 + 1.6 * len(tasks)),
+    width = max(len(o) for o in optimizers.values())
+    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.5 + 1.6 * len(tasks)),
                              sharex="row", sharey="row", squeeze=False, constrained_layout=True)  # fmt: skip
     train = band(per_run, ["task", "optimizer", "rebalance"], "loss")
     evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss")
-    for (i, task), (j, opt) in ((a, b) for a in enumerate(tasks) for b in enumerate(optimizers)):
-        ax = axes[i, j]
-        for mode in modes:
-            for b, style in ((train, {}), (evaluated, {"ls": "--", "marker": "."})):
-                sel = b[(b["task"] == task) & (b["optimizer"] == opt) & (b["rebalance"] == mode)]
-                draw_band(ax, sel, colours[mode], **style)
-        ax.set(yscale="log")
     heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
-    label_grid(axes, [f"{t} ($H = {heads[t]}$)" for t in tasks], optimizers, "loss")
+    for i, task in enumerate(tasks):
+        for j in range(width):
+            ax = axes[i, j]
+            if j >= len(optimizers[task]):
+                ax.set_visible(False)  # this task trains fewer optimizers
+                continue
+            opt = optimizers[task][j]
+            for mode in modes:
+                for b, style in ((train, {}), (evaluated, {"ls": "--", "marker": "."})):
+                    sel = b[(b["task"] == task) & (b["optimizer"] == opt) & (b["rebalance"] == mode)]
+                    draw_band(ax, sel, colours[mode], **style)
+            ax.set(yscale="log", title=opt, xlabel="step" if i == len(tasks) - 1 else "")
+            ax.title.set_fontsize(7)
+        axes[i, 0].set_ylabel(f"{task} ($H = {heads[task]}$)\nloss")
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colours[m], label=m) for m in modes]
