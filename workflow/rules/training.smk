@@ -99,40 +99,88 @@ MACRO_FRAGMENTS.append(rules.training_aggregate.output.macros)
 
 
 # Figures of the training study (one rule per figure; each reads aggregated results only).
-TRAINING_FIGURES = {
-    "weight_decay": {
-        "decay": rules.training_aggregate.output.decay,
-        "lr_summary": rules.train_lr_study.output.summary,
-    },
-    "preconditioner": {"summary": rules.training_aggregate.output.summary},
-    "gauge": {"summary": rules.training_aggregate.output.summary},
-    "rebalance_effect": {"effects": rules.training_aggregate.output.effects},
-}
 
 
-for _name, _tables in TRAINING_FIGURES.items():
+rule fig_weight_decay:
+    input:
+        script_inputs("fig_weight_decay.py"),
+        decay=rules.training_aggregate.output.decay,
+        lr_summary=rules.train_lr_study.output.summary,
+    output:
+        pdf=f"{RESULTS}/figures/weight_decay.pdf",
+        png=report(
+            f"{RESULTS}/figures/weight_decay.png",
+            caption="../report/weight_decay.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_weight_decay"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_weight_decay.py"
 
-    rule:
-        name:
-            f"fig_{_name}"
-        input:
-            script_inputs(f"fig_{_name}.py"),
-            **_tables,
-        output:
-            pdf=f"{RESULTS}/figures/{_name}.pdf",
-            png=report(
-                f"{RESULTS}/figures/{_name}.png",
-                caption=f"../report/{_name}.rst",
-                category="Training",
-            ),
-        log:
-            logfile(f"fig_{_name}"),
-        conda:
-            CONDA_ENV
-        script:
-            f"../scripts/fig_{_name}.py"
 
-    TARGETS["figures"] += [
-        f"{RESULTS}/figures/{_name}.pdf",
-        f"{RESULTS}/figures/{_name}.png",
-    ]
+rule fig_preconditioner:
+    input:
+        script_inputs("fig_preconditioner.py"),
+        summary=rules.training_aggregate.output.summary,
+    output:
+        pdf=f"{RESULTS}/figures/preconditioner.pdf",
+        png=report(
+            f"{RESULTS}/figures/preconditioner.png",
+            caption="../report/preconditioner.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_preconditioner"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_preconditioner.py"
+
+
+rule fig_gauge:
+    input:
+        script_inputs("fig_gauge.py"),
+        summary=rules.training_aggregate.output.summary,
+    output:
+        pdf=f"{RESULTS}/figures/gauge.pdf",
+        png=report(
+            f"{RESULTS}/figures/gauge.png",
+            caption="../report/gauge.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_gauge"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_gauge.py"
+
+
+rule fig_rebalance_effect:
+    input:
+        script_inputs("fig_rebalance_effect.py"),
+        effects=rules.training_aggregate.output.effects,
+    output:
+        pdf=f"{RESULTS}/figures/rebalance_effect.pdf",
+        png=report(
+            f"{RESULTS}/figures/rebalance_effect.png",
+            caption="../report/rebalance_effect.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_rebalance_effect"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_rebalance_effect.py"
+
+
+TARGETS["figures"] += [
+    *rules.fig_weight_decay.output,
+    *rules.fig_preconditioner.output,
+    *rules.fig_gauge.output,
+    *rules.fig_rebalance_effect.output,
+]

@@ -7,7 +7,7 @@ to seaborn as its `errorbar` callable.
 
 import numpy as np
 
-from attnid.report.style import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
 from attnid.training.analysis import t_interval, t_quantile
 
 CI = t_interval  # seaborn errorbar: values -> (low, high), the 95% t-interval of the mean over seeds
