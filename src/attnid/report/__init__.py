@@ -1,7 +1,9 @@
 """Reporting: results -> LaTeX numbers, macros and tables, figure style, statistics over seeds.
 
-`report.latex` (one number formatter, one macro namer, booktabs tables) and `report.macros`
-(the paper's macro sets and the check that the paper cites exactly what is generated) need no
-torch; `report.style` needs matplotlib; `report.seeds` pandas. Nothing here computes a result:
-it only formats what the other layers measured.
+- `latex`: the one number formatter (`number`), the one macro namer (`macro_name`), booktabs tables;
+- `macros`: the paper's macro sets and the check that the paper cites exactly what is generated;
+- `tables`: table builders; `names`: display names of the sweep's values; `config_doc`: config/README.md;
+- `style`: the figure style and byte-stable saving (matplotlib); `seeds`: mean and band over seeds.
+
+Nothing here computes a result and nothing imports torch: it only formats what the other layers measured.
 """
