@@ -91,13 +91,13 @@ def test_bad_flags(args, flag):
 
 
 def test_seq_len_boundary():
-    """Two rotary planes, narrow heads, causal: T_min = 3; T = 2 is refused naming --seq-len."""
-    spec = ["--d-model", "8", "--heads", "2", "--rope", "full", "--causal"]
+    """Four rotary planes, d_k = d, causal: T_min = 3; T = 2 is refused naming --seq-len."""
+    spec = ["--d-model", "8", "--heads", "1", "--rope", "full", "--causal"]
     line = one_line_error(run("count", *spec, "--seq-len", "2"), "--seq-len")
     assert "T_min = 3" in line
     out = run("count", *spec, "--seq-len", "3", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["unidentified"] == attnid.count(attnid.AttentionSpec(8, 2, rope_dims=4)).unidentified
+    assert json.loads(out.stdout)["unidentified"] == attnid.count(attnid.AttentionSpec(8, 1, rope_dims=8)).unidentified
 
 
 def test_repeated_frequency_refused():
@@ -115,7 +115,7 @@ def test_repeated_frequency_refused():
         (["--threads", "-3"], "--threads"),
         (["--device", "tpu"], "--device"),
         (["--max-memory-gb", "0"], "--max-memory-gb"),
-        (["--seq-len", "2", "--causal", "--rope", "full"], "--seq-len"),
+        (["--heads", "1", "--seq-len", "2", "--causal", "--rope", "full"], "--seq-len"),
     ],
 )
 def test_verify_bad_options(args, flag):

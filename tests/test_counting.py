@@ -84,13 +84,15 @@ def test_more_heads_never_raise_the_ratio(log2_d, rope, biases):
         ({"d_model": 8, "n_heads": 2}, 2),  # no RoPE: one query that sees two keys
         ({"d_model": 8, "n_heads": 2, "causal": True}, 2),
         ({"d_model": 8, "n_heads": 2, "rope_dims": 4}, 2),  # narrow heads (d_k <= d), no mask: offsets -1 and +1
-        ({"d_model": 8, "n_heads": 2, "rope_dims": 4, "causal": True}, 3),  # causal: offsets -1 and -2
-        ({"d_model": 4, "n_heads": 1, "d_head_qk": 8, "rope_dims": 8, "causal": True}, 9),  # wide: p + 1
-        ({"d_model": 4, "n_heads": 1, "d_head_qk": 10, "rope_dims": 8}, 10),  # wide with unrotated dims: p + 2
+        ({"d_model": 8, "n_heads": 1, "rope_dims": 8, "causal": True}, 3),  # causal: offsets -1 and -2
+        ({"d_model": 8, "n_heads": 2, "rope_dims": 4, "causal": True}, 2),  # d_k = d / 2: offset -1 is enough
+        ({"d_model": 4, "n_heads": 1, "d_head_qk": 8, "rope_dims": 8, "causal": True}, 4),  # wide: delta(3) = 14
+        ({"d_model": 4, "n_heads": 1, "d_head_qk": 10, "rope_dims": 8}, 3),  # wide with unrotated dims
+        ({"d_model": 4, "n_heads": 1, "d_head_qk": 10, "rope_dims": 8, "causal": True}, 5),
         (
             {"d_model": 4, "n_heads": 1, "d_head_qk": 8, "rope_dims": 8, "biases": "k"},
-            10,
-        ),  # wide with a key bias: p + 2
+            3,
+        ),  # wide with a key bias
     ],
 )
 def test_seq_len_boundary(kwargs, t_min):

@@ -34,34 +34,33 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
   (0, 1] and are distinct, so they meet it, also doubled, unless base is within rounding of 1;
   `count(spec, check=False, frequencies=...)` counts collided planes by their commutant,
   `rope_clusters`, as measured: d4 k4 [1, 1]: 24, [pi, 1] and [0, 1]: 22 instead of 20);
-  and enough positions, T >= T_min (`min_seq_len`):
+  and enough positions, T >= T_min (`min_seq_len`).
 
-    no RoPE (p = 0):                 T_min = 2
-    RoPE, d_k <= d ("narrow" heads): T_min = 2 without a mask, 3 causal
-    RoPE, d_k > d ("wide" heads):    T_min = p + 1 + [u > 0 or b_K]
-    a causal sliding window w shows a query the offsets of a sequence of length w: w >= T_min
-    (with RoPE; d4 k4 full, w = 2: 22 vs 20, d8 k8 full: 96 vs 72; w = 3 agrees)
+  Sequence length. A query at position i and a key j != i see the form B_n = [W_Q; b_Q] R_n
+  [W_K; b_K]^T at the offset n = j - i; the key j = i only its symmetric part; a term constant
+  along the keys is removed by the softmax. A causal T has n_T = T - 1 offsets, no mask
+  2 (T - 1). Per group (r query heads, m_q = d + [b_Q], m_k = d + [b_K], c_qk the group's
+  query-key count incl. the unrotated key bias), the (r m_q + m_k) k - c_qk numbers the scores
+  determine must fit in what r heads show, so N(T) >= count + G delta(T) (`short_sequence_excess`),
 
-  Why. A query at position i and a key j != i see the bilinear form B_{j-i} = [W_Q; b_Q] R(j-i)
-  [W_K; b_K]^T fully; the key j = i only shows its symmetric part, and T = 1 shows no score at
-  all. Narrow heads: W_K^g and the stacked queries have full column rank d_k, so B at two
-  offsets delta_1, delta_2 fixes (W_Q, W_K) up to the commutant of R(delta_2 - delta_1), which is
-  GL(u) x (C^*)^(p/2), the same fibre as for every offset, when the frequencies satisfy the
-  condition above (step 1: offsets -1, -2, T = 3 causal; step 2: offsets -1, +1, T = 2 without a
-  mask, for which 2 omega_i must satisfy it too). Wide heads: T - 1 consecutive offsets separate
-  the 2 (p/2) + [constant] exponentials 1, e^{+-i omega_l delta} (a Vandermonde system with
-  distinct nodes), so each plane's complex rank-one matrix and the unrotated product are seen
-  alone; T_min there is sufficient, not tight. Positions are 0..T-1 (other position sets need
-  the condition at their offset steps). Measured by the dense Jacobian rank (float64, rtol 1e-10,
-  tokens sized by information per token, bases 10 and 10^4; 204 + 28 specs): narrow heads d4 k2/k4,
-  d8 k4/k8, d12 k12, d16 k16 (1..8 planes, MHA/GQA, biases none/qkvo) agree with the count at T = 2
-  without a mask and at T = 3 causal; causally at T = 2 they miss it from two planes on (d4 k4 p4:
-  10 vs 8, d8 k8 p8: 92 vs 72, d12 k12 p12: 210 vs 156, d16 k16 p16: 376 vs 272), while one plane
-  already agrees. Wide heads d4 k6..k10 (2..4 planes) agree from T = 2..3 without a mask and from
-  T = 3..5 causal, never later than T_min (d4 h1 k10 v2 p8 causal: 42, 26, 16 at T = 3, 4, 5;
-  T_min = 10). 200 random specs (d 2..8, d_k <= 10, G, r <= 2, random biases and mask, base 10)
-  all agree at T_min; at T_min - 1 only 2 of 144 disagree (both narrow and causal, d5 k5 p4:
-  31 vs 30, d7 k7 p6: 22 vs 8), so the wide bound is far from tight.
+    delta(T) = [(r m_q + m_k) k - c_qk - r (n_T m_q m_k + d (d + 1) / 2 + d [b_Q, no b_K])]^+,
+
+  and, causal T = 2 with d_k <= d, r = 1, no b_Q / b_K: delta = [c (c - 1) / 2 - u^2 - p]^+ with
+  c = 2 k - d (B_1 has rank k, and only the antisymmetric part of W_Q L W_K^T, L in the span
+  the two column spaces share, c dims, escapes the diagonal). T_min = 2 without RoPE; with RoPE
+  the least T with delta(T) = 0, from T = 3 for a causal T = 2 not covered by the second formula
+  (there delta is only a lower bound) and for no mask when the doubled frequencies 2 omega_i
+  collide (offsets -1 and +1). A causal sliding window w shows a query the offsets of a sequence
+  of length w: w >= T_min. Variant specs (norms, sinks, windows, latent KV) keep the sufficient
+  rule: d_k <= d: 2 no mask / 3 causal; d_k > d: p + 1 + [u > 0 or b_K] (a Vandermonde argument).
+  Measured (dense Jacobian, float64, rtol 1e-10, contiguous positions, base 10; tests in
+  tests/test_sequence_length.py): delta is exact at every T >= 3 and at T = 2 without a mask on
+  ~120 random specs (d 2..7, d_k <= 10, G, r <= 2, every bias subset, both masks), and at causal
+  T = 2 on 68 narrow bias-free specs (d 2..7: d6 k5 p4: 1, d7 k6 p6: 4, d4 k4 p4: 2, d7 k7 p6: 14;
+  r = 2: 0). Where it is only a bound, causal T = 2 measures more: d6 h4 g2 k8 p2: 102 vs 94
+  (delta = 0), d5 k9 p2 b_qk: 95 vs 92; narrow with b_Q: d6 k6 p4: 2 extra, d4 k4 p4: 0. Examples:
+  d4 k8 p8 causal T_min = 4 (T = 2, 3: 54, 38, count 24), no mask 3; d4 k10 p8 no mask 3, causal 5
+  (58, 42, 26, 16); d8 h2 k4 p4 causal 2; d4 k4 p4 causal 3 (T = 2: 22 vs 20).
 
 The Jacobian check (`attnid.jacobian`) measures every one of these numbers at random points.
 """
@@ -176,17 +175,62 @@ def rope_clusters(frequencies) -> tuple[int, int, list[int]]:
     return zero, half_turn, [len(c) for c in clusters]
 
 
-def min_seq_len(spec: AttentionSpec) -> int:
-    """T_min: the shortest sequence at which the count holds (rule and measurements in the module docstring)."""
+def _sufficient_seq_len(spec: AttentionSpec) -> int:
+    """A length that is enough for every spec (no RoPE 2; d_k <= d: 2 without a mask, 3 causal;
+    wider heads p + 1 + [u > 0 or b_K]): the Vandermonde argument, used for the modern variants."""
     p, k = spec.rope_dims, spec.d_head_qk
     if p == 0:
         return 2
     if k <= spec.d_model:
-        if spec.causal or frequency_problem(spec.rope_frequencies(), step=2):
-            return 3
+        return 3 if spec.causal or frequency_problem(spec.rope_frequencies(), step=2) else 2
+    return p + 1 + (k > p or spec.has_bias("k"))
+
+
+def _exact_at_causal_pair(spec: AttentionSpec) -> bool:
+    """Is `short_sequence_excess` exact for a causal T = 2 (one offset and the diagonal)? Measured
+    for narrow heads without query or key bias only."""
+    return spec.d_head_qk <= spec.d_model and not (spec.has_bias("q") or spec.has_bias("k"))
+
+
+def short_sequence_excess(spec: AttentionSpec, seq_len: int) -> int:
+    """G * delta(T): the directions beyond `count(spec)` left unidentified by T = seq_len positions.
+
+    Exact (measured) for T >= 3, for T = 2 without a mask, and for a causal T = 2 when
+    `_exact_at_causal_pair`; otherwise (causal T = 2, heads wider than d or a query/key bias) a
+    lower bound. Formula and measurements in the module docstring.
+    """
+    if seq_len < 2:
+        raise ValueError(f"seq_len: must be >= 2 (a score needs a query and another key), got {seq_len}")
+    d, k, p, r, G = spec.d_model, spec.d_head_qk, spec.rope_dims, spec.group_size, spec.n_kv_heads
+    bq, bk = spec.has_bias("q"), spec.has_bias("k")
+    u, offsets = k - p, (seq_len - 1 if spec.causal else 2 * (seq_len - 1))
+    c_qk = _fibre_of_product(r * (d + bq), d, u) + p + bk * u  # one group's query-key count
+    # what r = 1 query head shows per group: the forms at each offset (bias rows and columns included)
+    # and the diagonal, less what is constant along the keys
+    seen = offsets * (d + bq) * (d + bk) + d * (d + 1) // 2 + d * bq * (not bk)
+    delta = max(0, (r * (d + bq) + d + bk) * k - c_qk - r * seen)
+    if spec.causal and seq_len == 2 and k <= d and r == 1 and _exact_at_causal_pair(spec):
+        c = max(0, 2 * k - d)  # dims shared by the column spaces of W_Q and W_K
+        delta = max(delta, c * (c - 1) // 2 - u * u - p)
+    return G * delta
+
+
+def min_seq_len(spec: AttentionSpec) -> int:
+    """T_min: the shortest sequence at which the count holds (rule and measurements in the module docstring).
+
+    No RoPE: 2. With RoPE: the least T with short_sequence_excess(spec, T) = 0, starting at 3 where
+    T = 2 is not measured exact (causal, unless `_exact_at_causal_pair`) or the doubled
+    frequencies collide (no mask, offsets -1 and +1). Modern variants keep the sufficient rule.
+    """
+    if spec.rope_dims == 0:
         return 2
-    constant = k > p or spec.has_bias("k")
-    return p + 1 + constant
+    if spec.variants() or spec.kv_lora_rank:
+        return _sufficient_seq_len(spec)
+    step2 = frequency_problem(spec.rope_frequencies(), step=2)
+    T = 3 if (not _exact_at_causal_pair(spec) if spec.causal else step2) else 2
+    while short_sequence_excess(spec, T):
+        T += 1
+    return T
 
 
 def hypotheses(spec: AttentionSpec) -> tuple[str, ...]:
