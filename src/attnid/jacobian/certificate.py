@@ -2,13 +2,15 @@ r"""Certified P - rank J for large specs, without an SVD of J (a shifted Cholesk
 
 For P of about ten thousand and more a dense SVD takes hours; this proves the same equality.
 (1) Q = orthonormal basis of the predicted null space (:mod:`attnid.jacobian.directions`),
-m = rank Q; J Q by vmapped JVPs gives the upper bound rank J <= P - m (numerically: ||J Q|| /
-sigma_max at rounding level). (2) Pick m coordinates S by LU with partial pivoting of Q, so that
-Q[S, :] is invertible (its condition number is reported) and no null direction lies in the span
-of the other coordinates. rank J >= rank J[:, S^c], and J[:, S^c] has full column rank P - m iff
-A = J[:, S^c]^T J[:, S^c] is positive definite. A is accumulated in float64 from row blocks of J
-(per-sequence jacrev, never all of J at once), lower block triangle only (half the flops of a full
-product). (3) A Cholesky factorisation of A - delta I, delta = (CERT_RTOL sigma_max)^2 with
+m = rank Q; J Q = 0 gives the upper bound rank J <= P - m (numerically: ||J Q|| / sigma_max at
+rounding level). (2) Pick m coordinates S by LU with partial pivoting of Q, so that Q[S, :] is
+invertible (its condition number is reported) and no null direction lies in the span of the other
+coordinates. rank J >= rank J[:, S^c], and J[:, S^c] has full column rank P - m iff
+A = J[:, S^c]^T J[:, S^c] is positive definite. One pass over row blocks of J (per-sequence
+jacrev, never all of J at once) accumulates in float64 A (lower block triangle only, half the flops
+of a full product), the S columns of J^T J (so sigma_max^2 = lambda_max(J^T J) follows by power
+iteration on the blocks, with no further product with the layer), ||J Q||^2 and the images of the
+outside directions. (3) A Cholesky factorisation of A - delta I, delta = (CERT_RTOL sigma_max)^2 with
 CERT_RTOL = 1e-5, succeeds only if lambda_min(A) > delta up to rounding; the backward error of
 Cholesky and of forming A is ~ n eps ||A|| <= 2e-12 sigma_max^2 for n = 15,360, fifty times below
 delta. Success certifies sigma_min(J[:, S^c]) >= ~CERT_RTOL sigma_max, hence rank J >= P - m, and
@@ -31,8 +33,8 @@ import torch
 
 from ..spec import AttentionSpec
 from .dense import RANK_RTOL
-from .directions import direction_checks
-from .products import jacobian_rows, jvps, sigma_max
+from .directions import orthonormal_basis, outside_directions, symmetry_directions
+from .products import jacobian_rows
 from .sizing import DTYPE, input_sizing, position_ids, random_point
 
 CERT_RTOL = 1e-5  # relative singular value certified by the shifted Cholesky (module docstring)
@@ -80,6 +82,25 @@ def accumulate_gram(A: torch.Tensor, rows: torch.Tensor, block: int = 2048) -> N
             A[i : i + block, j : j + block].addmm_(rows[:, i : i + block].mT, rows[:, j : j + block])
 
 
+def _largest_eigenvalue(A, G_rs, G_ss, rest, S, block: int, seed: int, iters: int = 50) -> float:
+    """lambda_max of J^T J from its blocks (A: the S^c Gram, lower block triangle with full diagonal
+    blocks; G_rs = J_{S^c}^T J_S; G_ss = J_S^T J_S), by power iteration (2 n^2 flops a step)."""
+    n, m = G_rs.shape
+    gen = torch.Generator().manual_seed(seed + 1)
+    u = torch.randn(n + m, generator=gen, dtype=A.dtype).to(A.device)
+    lam = 0.0
+    for _ in range(iters):
+        u = u / u.norm()
+        ur, us = u[:n], u[n:]
+        wr = A @ ur + A.mT @ ur + G_rs @ us  # the diagonal blocks are counted twice: remove once
+        for i in range(0, n, block):
+            wr[i : i + block] -= A[i : i + block, i : i + block] @ ur[i : i + block]
+        w = torch.cat((wr, G_rs.mT @ ur + G_ss @ us))
+        lam = float(u @ w)
+        u = w
+    return max(lam, 0.0)
+
+
 def _smallest_eigenvalue(L: torch.Tensor, seed: int, iters: int = 20) -> float:
     """lambda_min of L L^T by inverse iteration with the Cholesky factor L (n, n)."""
     gen = torch.Generator().manual_seed(seed)
@@ -95,7 +116,7 @@ def _smallest_eigenvalue(L: torch.Tensor, seed: int, iters: int = 20) -> float:
 
 def certify(
     spec: AttentionSpec, seed: int = 0, oversample: float = 1.25, device=None, rtol: float = RANK_RTOL, cert_rtol: float = CERT_RTOL,
-    chunk: int = 256, block: int = 2048, row_chunk_bytes: float = 2**28, log=print, dtype=DTYPE,
+    block: int = 2048, row_chunk_bytes: float = 2**28, log=print, dtype=DTYPE,
     seq_len: int | None = None, positions: str = "spread", frequencies=None,
 ) -> dict:  # fmt: skip
     """Certified P - rank J for a large spec without forming J (method in the module docstring).
@@ -119,26 +140,42 @@ def certify(
         log(f"[{spec.label}] {name}: {timings[f'seconds_{name}']:.1f} s, peak {peak_memory_bytes() / 2**30:.2f} GiB")
 
     t0 = time.perf_counter()
-    smax = sigma_max(spec, theta, x, pos, frequencies)
-    dirs = direction_checks(spec, theta, lambda U: jvps(spec, theta, x, U, pos, frequencies, chunk), smax, seed, rtol)
-    Q = dirs.pop("_Q")
+    Q = orthonormal_basis(symmetry_directions(spec, theta, seed), rtol)  # (P, m) predicted null space
+    outside = outside_directions(spec, theta, seed)  # name -> (P,), directions J must see
+    U = torch.stack([vec / vec.norm() for vec in outside.values()], dim=1)  # (P, o)
     m = Q.shape[1]
+    S = pivot_coordinates(Q).to(theta.device)
+    keep = torch.ones(P, dtype=torch.bool, device=theta.device)
+    keep[S] = False
+    rest = torch.nonzero(keep).squeeze(1)  # S^c, P - m coordinates
+    pivot_cond = float(torch.linalg.cond(Q[S])) if m else 1.0
     lap("directions", t0)
 
+    # one pass over row blocks of J: the Gram of S^c (lower block triangle), its S columns, |J Q|^2, |J U|^2
     t0 = time.perf_counter()
-    S = pivot_coordinates(Q)
-    keep = torch.ones(P, dtype=torch.bool)
-    keep[S] = False
-    rest = torch.nonzero(keep).squeeze(1).to(theta.device)  # S^c, P - m coordinates
-    pivot_cond = float(torch.linalg.cond(Q[S.to(Q.device)])) if m else 1.0
     n = rest.numel()
-    A = torch.zeros(n, n, dtype=theta.dtype, device=theta.device)  # lower triangle of J[:, S^c]^T J[:, S^c]
+    A = torch.zeros(n, n, dtype=theta.dtype, device=theta.device)  # J[:, S^c]^T J[:, S^c], lower block triangle
+    G_rs = torch.zeros(n, m, dtype=theta.dtype, device=theta.device)  # J[:, S^c]^T J[:, S]
+    G_ss = torch.zeros(m, m, dtype=theta.dtype, device=theta.device)  # J[:, S]^T J[:, S]
+    JQ2, JU2 = 0.0, torch.zeros(U.shape[1], dtype=theta.dtype, device=theta.device)
     per_chunk = max(1, int(row_chunk_bytes // (sizing.seq_len * spec.d_model * P * theta.element_size())))
     for i in range(0, x.shape[0], per_chunk):
-        rows = jacobian_rows(spec, theta, x[i : i + per_chunk], pos[i : i + per_chunk], frequencies)[:, rest]
-        accumulate_gram(A, rows, block)  # rows (rows_c, n)
-        del rows
+        rows = jacobian_rows(spec, theta, x[i : i + per_chunk], pos[i : i + per_chunk], frequencies)  # (rows_c, P)
+        rest_rows, s_rows = rows[:, rest], rows[:, S]
+        accumulate_gram(A, rest_rows, block)
+        G_rs.addmm_(rest_rows.mT, s_rows)
+        G_ss.addmm_(s_rows.mT, s_rows)
+        JQ2 += float((rows @ Q).square().sum())
+        JU2 += (rows @ U).square().sum(0)
+        del rows, rest_rows, s_rows
         log(f"[{spec.label}] gram: {min(i + per_chunk, x.shape[0])}/{x.shape[0]} sequences")
+    smax = math.sqrt(_largest_eigenvalue(A, G_rs, G_ss, rest, S, block, seed))
+    dirs = {
+        "symmetry_rank": m,
+        "symmetry_residual": math.sqrt(JQ2) / smax,
+        "outside_min": float(JU2.sqrt().min()) / smax,
+        **{f"outside_{name}": float(v) / smax for name, v in zip(outside, JU2.sqrt())},
+    }
     lap("gram", t0)
 
     t0 = time.perf_counter()
