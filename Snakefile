@@ -34,9 +34,8 @@ include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/paper.smk"
 
 
-export_producers(
-    workflow.rules
-)  # a job that reads a corrupt file names the rule that rebuilds it
+# a job that reads a corrupt file names the rule that rebuilds it
+export_producers(workflow.rules)
 
 
 rule all:
