@@ -118,6 +118,13 @@ def script_inputs(script):
     )
 
 
+# The stored published configs are data the hf and architecture rules read: editing one reruns them.
+HF_CONFIGS = sorted(
+    os.path.relpath(os.path.join(PACKAGE_SRC, "attnid", "hf", "configs", f))
+    for f in os.listdir(os.path.join(PACKAGE_SRC, "attnid", "hf", "configs"))
+    if f.endswith(".json")
+)
+
 # The manuscript: main.tex and every section file it inputs.
 PAPER_SOURCES = sorted(
     os.path.relpath(os.path.join(root, f))

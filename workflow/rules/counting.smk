@@ -21,6 +21,7 @@ rule counting_ratios:
 rule counting_architectures:
     input:
         script_inputs("counting_architectures.py"),
+        HF_CONFIGS,
     output:
         f"{RESULTS}/counting/architectures.csv",
     log:

@@ -9,6 +9,7 @@ HF = config["hf"]
 rule hf_modules:
     input:
         script_inputs("hf_modules.py"),
+        HF_CONFIGS,
     output:
         f"{RESULTS}/hf/modules.csv",
     log:
