@@ -12,7 +12,7 @@ OPTIMIZER_NAMES = {
     "sgd_wd": "SGD + weight decay",
     "sgd_momentum": "SGD + momentum",
     "adam": "Adam",
-    "adam_shared": "Adam, shared second moment",
+    "adam_shared": "Adam (shared second moment)",
     "adamw": "AdamW",
 }
 REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
