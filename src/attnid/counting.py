@@ -282,8 +282,7 @@ def check_hypotheses(spec: AttentionSpec, frequencies=None) -> None:
             f"({'causal' if spec.causal else 'no mask'}, {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}); "
             + (
                 "with fewer positions more directions can stay unidentified than the count says "
-                "(for heads wider than d_model T_min is a sufficient bound; `attnid verify --outside-hypotheses` "
-                "measures a shorter T)"
+                "(short_sequence_excess gives how many; `attnid verify --outside-hypotheses` measures a shorter T)"
                 if spec.d_head_qk > spec.d_model and spec.rope_dims
                 else "with fewer positions more directions stay unidentified than the count says"
             ),
