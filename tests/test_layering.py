@@ -42,7 +42,7 @@ CASES = {
         from attnid.counting import count, min_seq_len, ratio_grid
         from attnid.spec import AttentionSpec
         assert count(AttentionSpec(4096, 32, rope_dims=128)).unidentified == 32 * (128 + 128**2)
-        assert min_seq_len(AttentionSpec(8, 2, rope_dims=4, causal=True)) == 3
+        assert min_seq_len(AttentionSpec(8, 1, rope_dims=8, causal=True)) == 3
         assert len(ratio_grid(16, [1, 2, 4], [1, 2], ["none", "full"], ["none", "qkvo"])) > 0
     """,
     "attnid.symbolic": """
