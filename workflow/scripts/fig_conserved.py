@@ -4,7 +4,7 @@ Gradient flow conserves the imbalances W_Q^T W_Q - W_K^T W_K and W_V^T W_V - W_O
 or KV group; attnid.symmetry.imbalance). Reads results/training/metrics.parquet (drift since
 step 0, relative to the size of the Grams at step 0) and summary.parquet. Rows: tasks; columns:
 the query-key and value-output parts; colour: optimizer. Runs without rebalancing (balancing resets
-the imbalance on purpose), the largest head count of each task; 95% t-intervals over seeds; log scale.
+the imbalance on purpose), the largest head count of each task; 95% t-intervals over seeds of log10 drift (geometric means).
 """
 
 import pandas as pd
@@ -28,7 +28,7 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
                              sharex="row", sharey=True, squeeze=False, constrained_layout=True)  # fmt: skip
     colours = dict(zip(optimizers, PALETTE))
     for (i, task), (j, part) in ((a, b) for a in enumerate(tasks) for b in enumerate(PARTS)):
-        b = band(per_run[per_run["task"] == task], ["optimizer"], part)
+        b = band(per_run[per_run["task"] == task], ["optimizer"], part, log=True)
         for opt in optimizers:
             draw_band(axes[i, j], b[b["optimizer"] == opt], colours[opt], label=opt)
         axes[i, j].set(yscale="log")

@@ -8,7 +8,7 @@ Euclidean overlap by construction). 95% t-intervals over seeds and head counts.
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable
+from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable, slanted
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
@@ -40,7 +40,7 @@ def plot(summary: pd.DataFrame):
                       hue_order=series, palette=colours, errorbar=CI, dodge=0.5, linestyle="none", markersize=4, ax=ax,
                       legend=ax is axes[0, 0])  # fmt: skip
         ax.set(title=task, xlabel="", ylabel=r"mean overlap $\|P_T u\| / \|u\|$", ylim=(0, None))
-        ax.tick_params(axis="x", labelrotation=20)
+        slanted(ax)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     axes[0, 0].get_legend().remove()
     fig.legend(handles, labels, loc="outside lower center", ncol=2)

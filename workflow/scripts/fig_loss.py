@@ -2,7 +2,7 @@
 
 Reads results/training/metrics.parquet and summary.parquet. Rows of panels: tasks; columns:
 optimizers; colour: rebalancing mode. Solid: training loss per step; dashed with markers: held-out
-loss where evaluated. 95% t-intervals over seeds (attention layers averaged first); the largest head
+loss where evaluated. 95% t-intervals over seeds of log10 loss, i.e. geometric means (attention layers averaged first); the largest head
 count of each task. Diverged runs are left out and counted in a footnote.
 """
 
@@ -30,8 +30,8 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     width = max(len(o) for o in optimizers.values())
     fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.5 + 1.6 * len(tasks)),
                              sharex="row", sharey="row", squeeze=False, constrained_layout=True)  # fmt: skip
-    train = band(per_run, ["task", "optimizer", "rebalance"], "loss")
-    evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss")
+    train = band(per_run, ["task", "optimizer", "rebalance"], "loss", log=True)
+    evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss", log=True)
     heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
     for i, task in enumerate(tasks):
         for j in range(width):

@@ -28,7 +28,7 @@ def plot(summary: pd.DataFrame):
         sns.lineplot(cell, x="heads", y="mean_overlap_all", hue="optimizer", hue_order=order, palette=PALETTE[: len(order)],
                      errorbar=CI, marker="o", ax=ax, legend=ax is axes[0, 0])  # fmt: skip
         chance = cell.groupby("heads")["chance_all"].mean()
-        ax.plot(chance.index, chance.to_numpy(), "k--", lw=0.9, label="chance $\\sqrt{\\dim T / P}$")
+        ax.plot(chance.index, chance.to_numpy(), "k--", marker="_", ms=10, lw=0.9, label="chance $\\sqrt{\\dim T / P}$")
         ax.set(xscale="log", yscale="log", title=task, xlabel="heads $H$", ylabel=r"mean overlap $\|P_T u\| / \|u\|$")
         ax.set_xticks(sorted(cell["heads"].unique()), [str(h) for h in sorted(cell["heads"].unique())])
     handles, labels = axes[0, 0].get_legend_handles_labels()

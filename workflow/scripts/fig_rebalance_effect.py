@@ -9,7 +9,7 @@ an interval that crosses zero means no detectable effect.
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names, readable
+from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names, readable, slanted
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
@@ -40,7 +40,7 @@ def plot(effects: pd.DataFrame):
                           hue_order=modes, palette=PALETTE[1 : 1 + len(modes)], errorbar=CI, dodge=0.4, linestyle="none",
                           markersize=4, ax=ax, legend=(i, j) == (0, 0))  # fmt: skip
             ax.set(xlabel="", ylabel=f"{task}\n{label}" if j == 0 else label)
-            ax.tick_params(axis="x", labelrotation=20)
+            slanted(ax)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     axes[0, 0].get_legend().remove()
     fig.legend(handles, [f"{lab} $-$ no rebalancing" for lab in labels], loc="outside lower center", ncol=len(labels))

@@ -28,19 +28,31 @@ def readable(df):
     return out
 
 
-def band(df, by: list, value: str, x: str = "step"):
+def band(df, by: list, value: str, x: str = "step", log: bool = False):
     """Mean and 95% t-interval over seeds of `value` against `x` per group `by`, vectorised (for curves of
-    hundreds of steps, where calling the interval per point is slow): columns by + [x, mean, low, high]."""
-    g = df.groupby([*by, x])[value].agg(["mean", "std", "count"]).reset_index()
+    hundreds of steps, where calling the interval per point is slow): columns by + [x, mean, low, high].
+    log=True: the interval of log10(value), returned as a geometric mean and band (for log axes)."""
+    data = df.assign(**{value: np.log10(df[value])}) if log else df
+    g = data.groupby([*by, x])[value].agg(["mean", "std", "count"]).reset_index()
     tq = np.array([t_quantile(max(int(n) - 1, 1)) for n in g["count"]])
     half = np.where(g["count"] > 1, tq * g["std"] / np.sqrt(g["count"]), np.nan)
-    return g.assign(low=g["mean"] - half, high=g["mean"] + half)
+    out = g.assign(low=g["mean"] - half, high=g["mean"] + half)
+    if log:
+        out[["mean", "low", "high"]] = 10 ** out[["mean", "low", "high"]]
+    return out
 
 
 def draw_band(ax, b, color, x: str = "step", **style) -> None:
     """A mean curve of :func:`band` output with its interval as a shaded band."""
     ax.plot(b[x], b["mean"], color=color, lw=0.9, **style)
     ax.fill_between(b[x], b["low"], b["high"], color=color, alpha=0.2, lw=0)
+
+
+def slanted(ax) -> None:
+    """x tick labels (optimizer names) at 30 degrees, anchored at their right end."""
+    ax.tick_params(axis="x", labelrotation=30)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
 
 
 def note_diverged(fig, summary) -> None:
