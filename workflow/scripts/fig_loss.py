@@ -22,9 +22,9 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     df, heads = at_largest_heads(metrics)
     per_run = readable(df.groupby(KEYS, as_index=False)[["loss", "eval_loss"]].mean())  # one value per run and step
     tasks = names(df, "task", TASK_NAMES)
-    optimizers = {
-        t: names(per_run[per_run["task"] == t], "optimizer", OPTIMIZER_NAMES) for t in tasks
-    }  # each task its own
+    optimizers = {  # each task its own, in the names' order
+        TASK_NAMES.get(t, t): names(df[df["task"] == t], "optimizer", OPTIMIZER_NAMES) for t in df["task"].unique()
+    }
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
     width = max(len(o) for o in optimizers.values())
