@@ -54,13 +54,14 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
   of length w: w >= T_min. Variant specs (norms, sinks, windows, latent KV) keep the sufficient
   rule: d_k <= d: 2 no mask / 3 causal; d_k > d: p + 1 + [u > 0 or b_K] (a Vandermonde argument).
   Measured (dense Jacobian, float64, rtol 1e-10, contiguous positions, base 10; tests in
-  tests/test_sequence_length.py): delta is exact at every T >= 3 and at T = 2 without a mask on
-  ~120 random specs (d 2..7, d_k <= 10, G, r <= 2, every bias subset, both masks), and at causal
+  tests/test_sequence_length.py): N = count at T_min on 172 random specs (d 2..8, d_k <= 12, G <= 2,
+  r <= 3, every bias subset, both masks; 100 with T_min > 2, up to 10), delta exact at every T >= 3
+  and at T = 2 without a mask there and on 80 more (T = 2..T_min), and at causal
   T = 2 on 68 narrow bias-free specs (d 2..7: d6 k5 p4: 1, d7 k6 p6: 4, d4 k4 p4: 2, d7 k7 p6: 14;
   r = 2: 0). Where it is only a bound, causal T = 2 measures more: d6 h4 g2 k8 p2: 102 vs 94
-  (delta = 0), d5 k9 p2 b_qk: 95 vs 92; narrow with b_Q: d6 k6 p4: 2 extra, d4 k4 p4: 0. Examples:
-  d4 k8 p8 causal T_min = 4 (T = 2, 3: 54, 38, count 24), no mask 3; d4 k10 p8 no mask 3, causal 5
-  (58, 42, 26, 16); d8 h2 k4 p4 causal 2; d4 k4 p4 causal 3 (T = 2: 22 vs 20).
+  (delta = 0), d5 k9 p2 b_qk: 95 vs count + delta = 92; narrow with b_Q: d6 k6 p4: 2 extra, d4 k4 p4: 0. Examples:
+  d4 k8 v4 p8 causal T_min = 4 (T = 2, 3: 54, 38, count 24), no mask 3; d4 k10 v2 p8 no mask 3, causal 5
+  (58, 42, 26, 16 at T = 2..5); d8 h2 k4 p4 causal 2; d4 k4 p4 causal 3 (T = 2: 22 vs 20).
 
 The Jacobian check (`attnid.jacobian`) measures every one of these numbers at random points.
 """
