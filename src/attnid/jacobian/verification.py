@@ -98,9 +98,10 @@ def resolve_device_option(name) -> torch.device:
         raise ValueError(str(err)) from None
 
 
-def _counts(spec: AttentionSpec, check_validity: bool):
-    """count(spec); check_validity=False gives the naive count of a spec outside its hypotheses."""
-    return count(spec, check=check_validity)
+def directions_ok(row: dict, predicted: int, rtol: float) -> bool:
+    """The predicted null space checks out: its dimension is the count, J maps it to rounding level
+    (relative to sigma_max), and every outside direction is seen."""
+    return row["symmetry_rank"] == predicted and row["symmetry_residual"] <= rtol and row["outside_min"] > rtol
 
 
 def status_of(decided: bool, ok: bool) -> str:
@@ -157,7 +158,7 @@ def verify(
             f"max_memory_gb: {spec.label} needs about {cost.bytes / 2**30:.3g} GiB by the {method} method "
             f"(P = {cost.params:,}), above the limit of {max_memory_gb:g} GiB; raise max_memory_gb to run it"
         )
-    counts = _counts(spec, check_validity)
+    counts = count(spec, check=check_validity)  # check_validity=False: the naive count outside its hypotheses
     log(f"verify {spec.label}: {cost.describe()}")
     row = {**spec_row(spec), "total": counts.total, "predicted": counts.unidentified}
     if method == "dense":
@@ -171,11 +172,7 @@ def verify(
         row["measured"] = res.pop("measured")
         row.update(res)
         row["agree"] = row["measured"] == counts.unidentified
-        row["directions_ok"] = (
-            row["symmetry_rank"] == counts.unidentified
-            and row["symmetry_residual"] <= rtol
-            and row["outside_min"] > rtol
-        )
+        row["directions_ok"] = directions_ok(row, counts.unidentified, rtol)
         decided = bool(row["certified"]) and row["gap"] >= MIN_GAP
         row["status"] = status_of(decided, row["agree"] and row["directions_ok"])
     row["passed"] = row["status"] == "passed"
@@ -217,11 +214,7 @@ def _dense(spec, counts, seed, oversample, device, rtol, other_seeds, half_batch
         dirs = direction_checks(spec, theta, lambda U: U @ J.mT, res["sigma_max"], seed, rtol)
         dirs.pop("_Q")
         row.update(dirs)
-        row["directions_ok"] = (
-            dirs["symmetry_rank"] == counts.unidentified
-            and dirs["symmetry_residual"] <= rtol
-            and dirs["outside_min"] > rtol
-        )
+        row["directions_ok"] = directions_ok(dirs, counts.unidentified, rtol)
         checks.append(row["directions_ok"])
     decided = res["margin"] >= MIN_MARGIN and res["gap"] >= MIN_GAP
     row["status"] = status_of(decided, all(checks))
