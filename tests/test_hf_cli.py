@@ -44,3 +44,17 @@ def test_refusals_name_the_flag_or_the_config_key(capsys, tmp_path):
     assert code == 2 and "position_embedding_type:" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys)
     assert code == 2 and "--d-model" in err
+
+
+def test_variant_flags_count_and_verify(capsys):
+    base = ["--d-model", "16", "--heads", "4", "--kv-heads", "2", "--rope", "full", "--causal"]
+    code, out, _ = run(capsys, *base, "--qk-norm", "rms_head", "--json")
+    result = json.loads(out)
+    assert code == 0 and (result["unidentified"], result["weakly_identified"]) == (34, 6)
+    code, _, err = run(capsys, *base, "--window", "1")
+    assert code == 2 and "--window:" in err
+    code, _, err = run(capsys, "--d-model", "16", "--heads", "4", "--rope", "full", "--alibi")
+    assert code == 2 and "--alibi:" in err
+    code = main(["verify", *base, "--bias", "qkvo", "--sinks", "--no-invariance", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["measured"] == result["predicted"] == 40

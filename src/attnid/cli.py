@@ -42,6 +42,15 @@ FLAG_OF_FIELD = {
     "biases": "--bias",
     "causal": "--causal",
     "seq_len": "--seq-len",
+    # modern variants (attnid.counting_variants)
+    "qk_norm": "--qk-norm",
+    "norm_eps": "--norm-eps",
+    "sinks": "--sinks",
+    "softcap": "--softcap",
+    "sliding_window": "--window",
+    "alibi": "--alibi",
+    "kv_lora_rank": "--kv-lora-rank",
+    "q_lora_rank": "--q-lora-rank",
 }
 # Option of attnid.jacobian.verify -> the flag that sets it.
 FLAG_OF_OPTION = {
@@ -88,6 +97,15 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seq-len", type=int, default=None, help="positions per sequence T (default: long enough for the count)"
     )
+    variants = parser.add_argument_group("modern variants (attnid.counting_variants)")
+    variants.add_argument("--qk-norm", default="none", help="none | rms_head | rms_all | layernorm_head")
+    variants.add_argument("--norm-eps", type=float, default=1e-6, help="eps of the q/k or latent norms (0: exact)")
+    variants.add_argument("--sinks", action="store_true", help="one learnable sink logit per head")
+    variants.add_argument("--softcap", type=float, default=0.0, help="logit softcap c: c tanh(s / c) (0: off)")
+    variants.add_argument("--window", type=int, default=0, help="sliding window in keys, causal (0: off)")
+    variants.add_argument("--alibi", action="store_true", help="ALiBi position bias (no RoPE)")
+    variants.add_argument("--kv-lora-rank", type=int, default=0, help="multi-head latent attention rank (0: off)")
+    variants.add_argument("--q-lora-rank", type=int, default=0, help="MLA query latent rank (0: full query)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of key: value lines")
 
 
@@ -154,6 +172,14 @@ def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
         "biases": args.bias,
         "causal": args.causal,
         "seq_len": args.seq_len,
+        "qk_norm": args.qk_norm,
+        "norm_eps": args.norm_eps,
+        "sinks": args.sinks,
+        "softcap": args.softcap,
+        "sliding_window": args.window,
+        "alibi": args.alibi,
+        "kv_lora_rank": args.kv_lora_rank,
+        "q_lora_rank": args.q_lora_rank,
     }
     try:
         return AttentionSpec.from_config(values)
@@ -240,6 +266,8 @@ def run_verify(args) -> int:
         options["check_validity"] = False
     if args.no_invariance:
         options.update(other_seeds=(), half_batch=False)
+    if spec.variants():  # the explicit symmetry directions (attnid.symmetry) cover plain attention only
+        options["directions"] = False
     try:
         row = verify(spec, **options)
     except (ValueError, MemoryError, RuntimeError) as err:  # SpecError and TooLargeError are ValueErrors
