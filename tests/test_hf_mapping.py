@@ -125,6 +125,7 @@ def test_model_facts_for_the_whole_model():
     )  # fmt: skip
     bert = model_facts(stored_config("bert_base"))
     assert bert.post_ln and bert.token_types == 2 and not bert.final_norm and bert.norm_eps == 1e-12
+    assert bert.embedding_norm and model_facts(stored_config("bloom_176b")).embedding_norm and not gpt2.embedding_norm
     llama = model_facts(stored_config("llama3_8b"))
     assert (llama.norm, llama.tied_embeddings, llama.blocks[0].mlp.gated) == ("rmsnorm", False, True)
     assert model_facts(stored_config("gemma_7b")).norm == "rmsnorm_1p"

@@ -73,6 +73,7 @@ class ModelFacts:
     final_norm: bool
     blocks: tuple[BlockFacts, ...]
     token_types: int = 0  # BERT's segment embeddings
+    embedding_norm: bool = False  # a LayerNorm right after the embeddings (BERT, BLOOM)
     logit_softcap: float = 0.0  # Gemma-2 final logits cap * tanh(z / cap)
 
     @property
@@ -360,6 +361,7 @@ def _bloom(cfg: dict, mt: str):
     facts = {
         "positions": "alibi", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_epsilon", 1e-5)),
         "post_ln": False, "parallel_blocks": False, "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+        "embedding_norm": True,  # word_embeddings_layernorm
     }  # fmt: skip
     return [spec] * n_layers, [mlp] * n_layers, facts
 
@@ -379,7 +381,7 @@ def _bert(cfg: dict, mt: str):
     facts = {
         "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": float(cfg.get("layer_norm_eps", 1e-12)),
         "post_ln": True, "parallel_blocks": False, "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
-        "token_types": int(cfg.get("type_vocab_size", 2)), "final_norm": False,
+        "token_types": int(cfg.get("type_vocab_size", 2)), "final_norm": False, "embedding_norm": True,
     }  # fmt: skip
     return [spec] * n_layers, [mlp] * n_layers, facts
 
