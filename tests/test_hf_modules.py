@@ -68,3 +68,19 @@ def test_a_mapping_that_misses_a_bias_is_caught_before_any_rank(monkeypatch):
     row = verify.verify_module(cfg, name="qwen2 without biases")
     assert row["P"] != row["P_spec"] and not row["agree"] and row["error"] == "P"
     assert "qwen2 without biases" in verify.disagreements(pd.DataFrame([row]))
+
+
+def test_keep_float64_turns_every_downcast_into_float64():
+    from attnid.hf.modules import KeepFloat64
+
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with KeepFloat64():
+        outs = [
+            torch.nn.functional.softmax(x, dim=-1, dtype=torch.float32),
+            x.to(torch.float32),
+            x.float(),
+            x.to("cpu", torch.bfloat16),
+            x.type(torch.float16),
+        ]
+    assert all(o.dtype == torch.float64 for o in outs)
+    assert torch.equal(outs[1], x)  # no rounding on the way
