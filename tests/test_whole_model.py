@@ -22,6 +22,8 @@ CASES = {
                                 "norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu"},
     "tied_biases_no_final_norm": {"attention": {"biases": "qkvo"}, "mlp_bias": True, "tied": True, "final_norm": False},
     "parallel_rope_vocab40": {"parallel": True, "vocab_size": 40, "positions": "rope", "attention": {"rope_dims": 2}},
+    "post_ln_biases_one_block": {"norm_position": "post", "final_norm": False, "positions": "none",
+                                 "attention": {"biases": "qkvo"}, "mlp_bias": True},
 }  # fmt: skip
 
 
@@ -106,8 +108,8 @@ def test_residual_rotation_and_centring_leave_logits_unchanged():
 
 
 def test_refused_by_name():
-    with pytest.raises(SpecError, match="norm_position"):
-        count_model(own_spec({"norm_position": "post", "final_norm": False}))
+    with pytest.raises(SpecError, match="final_norm"):  # a post-LN model ends with its last block's norm
+        own_spec({"norm_position": "post", "final_norm": True})
     with pytest.raises(SpecError, match="vocab_size"):  # layer 0's parallel MLP on 12 points: not modelled
         count_model(own_spec({"parallel": True, "positions": "none"}))
     with pytest.raises(SpecError, match="type_vocab_size"):

@@ -83,10 +83,9 @@ def own_case(name: str, spec: ModelSpec, **options) -> dict:
 
 
 def real_case(name: str, **options) -> dict:
-    from .from_hf import model_spec
-    from .real import SEQ_LEN, TINY, build_real
+    from .real import TINY, build_real, tiny_spec
 
-    spec = model_spec(TINY[name][1], seq_len=SEQ_LEN)
+    spec = tiny_spec(name)
 
     def make(seed, eps_zero):
         real = build_real(name, seed, eps=0.0 if eps_zero else None)

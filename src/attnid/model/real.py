@@ -85,6 +85,23 @@ TINY = {
             "layer_norm_eps": 1e-5,
         },
     ),
+    # post-LN (OPT-350m's do_layer_norm_before=false), GELU instead of ReLU (a ReLU unit's activity depends on the draw)
+    "opt_post_ln": (
+        "OPTForCausalLM",
+        {
+            "model_type": "opt",
+            "vocab_size": 16,
+            "hidden_size": 8,
+            "word_embed_proj_dim": 8,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 2,
+            "ffn_dim": 8,
+            "max_position_embeddings": 6,
+            "do_layer_norm_before": False,
+            "activation_function": "gelu",
+            "tie_word_embeddings": True,
+        },
+    ),
 }
 SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
 
@@ -111,6 +128,22 @@ class RealModel:
         with KeepFloat64():
             out = torch.func.functional_call(self.module, params, (), {"input_ids": ids, "use_cache": False}).logits
         return out[0] if squeeze else out
+
+
+def tiny_spec(name: str):
+    """The ModelSpec of TINY[name]: through the config mapping, or written out for a class it does not map
+    (OPT: post-LN, tied, learned positions offset by 2, so rows 0 and 1 of its table are never read)."""
+    from ..spec import AttentionSpec
+    from .from_hf import model_spec
+    from .spec import ModelSpec
+
+    if name != "opt_post_ln":
+        return model_spec(TINY[name][1], seq_len=SEQ_LEN)
+    attention = AttentionSpec(d_model=8, n_heads=2, biases="qkvo", causal=True)
+    return ModelSpec(
+        vocab_size=16, n_layers=2, attention=attention, d_ff=8, mlp="gelu", mlp_bias=True, norm_eps=1e-5,
+        norm_position="post", positions="learned", max_positions=SEQ_LEN + 2, seq_len=SEQ_LEN, tied=True, final_norm=False,
+    )  # fmt: skip
 
 
 def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
