@@ -8,8 +8,8 @@ the keys, so
     N(T) >= count + G * delta(T),
     delta(T) = [(r m_q + m_k) k - c_qk - r (n_T m_q m_k + d (d + 1) / 2 + d [b_Q, no b_K])]^+,
 
-and a causal T = 2 with d_k <= d, r = 1 and no query/key bias has delta = [c (c - 1) / 2 - u^2 - p]^+,
-c = 2 d_k - d. `attnid.counting.short_sequence_excess` is that number and `min_seq_len` the least T
+and a causal T = 2 with d_k <= d, r = 1 and no query/key bias has
+delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2 - p]^+, c = 2 d_k - d, a = min(u, c), w = [2 a - c]^+. `attnid.counting.short_sequence_excess` is that number and `min_seq_len` the least T
 where it vanishes (from T = 3 where a causal T = 2 is only bounded). Each case below is measured at
 T where the excess is positive and at T_min, where it is zero; the property test does the same on
 random specs. The Jacobian is taken directly on :func:`attnid.attention.attention` with a small RoPE
@@ -72,6 +72,7 @@ CASES = [  # (spec fields, T with an excess, T_min)
         3,
     ),
     ({"d_model": 4, "n_heads": 1, "d_head_qk": 7, "d_head_v": 2, "rope_dims": 4, "biases": "v", "causal": True}, 3, 4),
+    ({"d_model": 9, "n_heads": 1, "d_head_qk": 8, "d_head_v": 1, "rope_dims": 4, "causal": True}, 2, 3),  # w = 1
 ]
 
 
