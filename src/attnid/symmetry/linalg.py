@@ -5,7 +5,7 @@ hold everywhere: (1) those factorisations run on one thread each (:func:`serial`
 torch's thread budget by a pool when there are several (:func:`eigh_all`); (2) an eigenvalue a of
 a PSD Gram of size n counts as nonzero when a > GRAM_RTOL * n * max(a) in float64 (GRAM_RTOL =
 1e3 eps: rounding of a Gram is ~n eps ||G||), or a > GRAM_RTOL_FLOAT32 * max(a) in float32.
-(The Jacobian's singular-value tolerance is another quantity: :data:`attnid.jacobian.GRAM_RTOL`.)
+(The Jacobian's singular-value tolerance is another quantity: :data:`attnid.jacobian.RANK_RTOL`.)
 """
 
 from __future__ import annotations
