@@ -8,9 +8,10 @@ the keys, so
     N(T) >= count + G * delta(T),
     delta(T) = [(r m_q + m_k) k - c_qk - r (n_T m_q m_k + d (d + 1) / 2 + d [b_Q, no b_K])]^+,
 
-and a causal T = 2 with d_k <= d, r = 1 and no query/key bias has
-delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2 - p]^+, c = 2 d_k - d, a = min(u, c), w = [2 a - c]^+. `attnid.counting.short_sequence_excess` is that number and `min_seq_len` the least T
-where it vanishes (from T = 3 where a causal T = 2 is only bounded). Each case below is measured at
+and a causal T = 2 with d_k <= d and r = 1 has
+delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2 - p - [b_K] min(u, p - 1)]^+, c = 2 d_k - d - [b_Q, no b_K],
+a = min(u, c), w = [2 a - c]^+. `attnid.counting.short_sequence_excess` is that number and `min_seq_len` the least T
+where it vanishes (from T = 3 where a causal T = 2 is only bounded: d_k > d). Each case below is measured at
 T where the excess is positive and at T_min, where it is zero; the property test does the same on
 random specs. The Jacobian is taken directly on :func:`attnid.attention.attention` with a small RoPE
 base so that every plane turns at these short lengths.
@@ -47,9 +48,8 @@ def measured(spec: AttentionSpec, T: int, seed: int = 0, oversample: int = 4) ->
 
 
 def exact_at(spec: AttentionSpec, T: int) -> bool:
-    """Is short_sequence_excess exact at T (everywhere but a causal T = 2 outside the measured class)?"""
-    narrow_plain = spec.d_head_qk <= spec.d_model and not (spec.has_bias("q") or spec.has_bias("k"))
-    return not (spec.causal and T == 2) or narrow_plain
+    """Is short_sequence_excess exact at T (everywhere but a causal T = 2 with heads wider than d)?"""
+    return not (spec.causal and T == 2) or spec.d_head_qk <= spec.d_model
 
 
 CASES = [  # (spec fields, T with an excess, T_min)
@@ -73,6 +73,8 @@ CASES = [  # (spec fields, T with an excess, T_min)
     ),
     ({"d_model": 4, "n_heads": 1, "d_head_qk": 7, "d_head_v": 2, "rope_dims": 4, "biases": "v", "causal": True}, 3, 4),
     ({"d_model": 9, "n_heads": 1, "d_head_qk": 8, "d_head_v": 1, "rope_dims": 4, "causal": True}, 2, 3),  # w = 1
+    ({"d_model": 9, "n_heads": 1, "d_head_qk": 9, "d_head_v": 1, "rope_dims": 4, "biases": "q", "causal": True}, 2, 3),
+    ({"d_model": 8, "n_heads": 1, "d_head_qk": 8, "d_head_v": 1, "rope_dims": 4, "biases": "k", "causal": True}, 2, 3),
 ]
 
 

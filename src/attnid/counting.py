@@ -45,13 +45,14 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
 
     delta(T) = [(r m_q + m_k) k - c_qk - r (n_T m_q m_k + d (d + 1) / 2 + d [b_Q, no b_K])]^+,
 
-  and, causal T = 2 with d_k <= d, r = 1, no b_Q / b_K: delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2
-  - p]^+ with c = 2 k - d, a = min(u, c), w = [2 a - c]^+ (B_1 has rank k; the change it leaves,
-  W_Q L W_K^T, escapes the diagonal when antisymmetric: c (c - 1) / 2 dims of L; of those, L
-  must vanish on the unrotated block, a^2 conditions of which w (w + 1) / 2 hold already, and
-  on the p plane-diagonal parts). T_min = 2 without RoPE; with RoPE
-  the least T with delta(T) = 0, from T = 3 for a causal T = 2 not covered by the second formula
-  (there delta is only a lower bound) and for no mask when the doubled frequencies 2 omega_i
+  and, causal T = 2 with d_k <= d and r = 1: delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2 - p
+  - [b_K] min(u, p - 1)]^+ with c = 2 k - d - [b_Q, no b_K], a = min(u, c), w = [2 a - c]^+ (B_1 has
+  rank k; the change it leaves, W_Q L W_K^T, escapes the diagonal when antisymmetric: c (c - 1) / 2
+  dims of L; of those, L must vanish on the unrotated block, a^2 conditions of which
+  w (w + 1) / 2 hold already, and on the p plane-diagonal parts; b_Q W_K^T x_i is seen on the
+  diagonal, and without b_K that removes one of the c dims; the term min(u, p - 1) is measured). T_min = 2 without RoPE; with RoPE
+  the least T with delta(T) = 0, from T = 3 for a causal T = 2 with d_k > d (there delta is
+  only a lower bound) and for no mask when the doubled frequencies 2 omega_i
   collide (offsets -1 and +1). A causal sliding window w shows a query the offsets of a sequence
   of length w: w >= T_min. Variant specs (norms, sinks, windows, latent KV) keep the sufficient
   rule: d_k <= d: 2 no mask / 3 causal; d_k > d: p + 1 + [u > 0 or b_K] (a Vandermonde argument).
@@ -60,8 +61,10 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
   r <= 3, every bias subset, both masks; 100 with T_min > 2, up to 10), delta exact at every T >= 3
   and at T = 2 without a mask there and on 80 more (T = 2..T_min), and at causal
   T = 2 on 105 narrow bias-free specs (d 2..12: d6 k5 p4: 1, d7 k6 p6: 4, d4 k4 p4: 2, d7 k7 p6: 14,
-  d9 k8 p4: 2, d12 k12 p4: 8 (w = 4), d12 k12 p2: 0; r = 2: 0). Where it is only a bound, causal T = 2 measures more: d6 h4 g2 k8 p2: 102 vs 94
-  (delta = 0), d5 k9 p2 b_qk: 95 vs count + delta = 92; narrow with b_Q: d6 k6 p4: 2 extra, d4 k4 p4: 0. Examples:
+  d9 k8 p4: 2, d12 k12 p4: 8 (w = 4), d12 k12 p2: 0; r = 2: 0) and 207 narrow ones with b_Q and/or
+  b_K (d 3..10, 74 with an excess: d9 k9 p4: 8 none, 2 b_Q, 5 b_K or b_QK). Where it is only a
+  bound (d_k > d), causal T = 2 measures more: d6 h4 g2 k8 p2: 102 vs 94
+  (delta = 0), d5 k9 p2 b_qk: 95 vs count + delta = 92. Examples:
   d4 k8 v4 p8 causal T_min = 4 (T = 2, 3: 54, 38, count 24), no mask 3; d4 k10 v2 p8 no mask 3, causal 5
   (58, 42, 26, 16 at T = 2..5); d8 h2 k4 p4 causal 2; d4 k4 p4 causal 3 (T = 2: 22 vs 20).
 
@@ -191,8 +194,8 @@ def _sufficient_seq_len(spec: AttentionSpec) -> int:
 
 def _exact_at_causal_pair(spec: AttentionSpec) -> bool:
     """Is `short_sequence_excess` exact for a causal T = 2 (one offset and the diagonal)? Measured
-    for narrow heads without query or key bias only."""
-    return spec.d_head_qk <= spec.d_model and not (spec.has_bias("q") or spec.has_bias("k"))
+    for narrow heads (d_k <= d) only."""
+    return spec.d_head_qk <= spec.d_model
 
 
 def short_sequence_excess(spec: AttentionSpec, seq_len: int) -> int:
@@ -213,10 +216,11 @@ def short_sequence_excess(spec: AttentionSpec, seq_len: int) -> int:
     seen = offsets * (d + bq) * (d + bk) + d * (d + 1) // 2 + d * bq * (not bk)
     delta = max(0, (r * (d + bq) + d + bk) * k - c_qk - r * seen)
     if spec.causal and seq_len == 2 and k <= d and r == 1 and _exact_at_causal_pair(spec):
-        c = max(0, 2 * k - d)  # dims shared by the column spaces of W_Q and W_K
+        c = max(0, 2 * k - d - (bq and not bk))  # dims shared by the column spaces of W_Q and W_K
         a = min(u, c)
         w = max(0, 2 * a - c)  # the unrotated block's row and column spaces meet in w dims
-        delta = max(delta, c * (c - 1) // 2 - (a * a - w * (w + 1) // 2) - p)
+        key_bias = min(u, p - 1) if bk else 0  # the seen x_i W_Q (R_1 - 1) b_K fixes unrotated rows
+        delta = max(delta, c * (c - 1) // 2 - (a * a - w * (w + 1) // 2) - p - key_bias)
     return G * delta
 
 
