@@ -64,7 +64,9 @@ Hypotheses (`hypotheses`, `check_hypotheses`; `count` refuses a spec that breaks
   d9 k8 p4: 2, d12 k12 p4: 8 (w = 4), d12 k12 p2: 0; r = 2: 0) and 207 narrow ones with b_Q and/or
   b_K (d 3..10, 74 with an excess: d9 k9 p4: 8 none, 2 b_Q, 5 b_K or b_QK). Where it is only a
   bound (d_k > d), causal T = 2 measures more: d6 h4 g2 k8 p2: 102 vs 94
-  (delta = 0), d5 k9 p2 b_qk: 95 vs count + delta = 92. Examples:
+  (delta = 0), d5 k9 p2 b_qk: 95 vs count + delta = 92, d7 h6 g2 k9 p6: 50 vs 44; on a grid of 60
+  bias-free r = 1 wide heads (d 2..6, k d+1..d+4) delta is exact from two planes on, while one plane
+  (p = 2) measures 4 extra when u >= d >= 3 and 3 when u = d - 1 >= 2, above delta from d = 5 on. Examples:
   d4 k8 v4 p8 causal T_min = 4 (T = 2, 3: 54, 38, count 24), no mask 3; d4 k10 v2 p8 no mask 3, causal 5
   (58, 42, 26, 16 at T = 2..5); d8 h2 k4 p4 causal 2; d4 k4 p4 causal 3 (T = 2: 22 vs 20).
 
