@@ -15,9 +15,8 @@ log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 transformers.logging.set_verbosity_error()
 cfg = snakemake.params.cfg
-df = verification_table(
-    cfg["own"], cfg["real"], seed=cfg["seed"], oversample=cfg["oversample"], other_seed=cfg["other_seed"]
-)
+options = {key: cfg[key] for key in ("seed", "oversample", "other_seed", "real_other_seed")}
+df = verification_table(cfg["own"], cfg["real"], **options)
 message = disagreements(df)
 if message:
     print(message)

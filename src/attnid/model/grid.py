@@ -96,9 +96,16 @@ def real_case(name: str, **options) -> dict:
 
 
 def verification_table(
-    own: list[dict], real: list[str], seed: int = 0, oversample: float = 3.0, other_seed: bool = True, log=print
+    own: list[dict],
+    real: list[str],
+    seed: int = 0,
+    oversample: float = 3.0,
+    other_seed: bool = True,
+    real_other_seed: bool = True,
+    log=print,
 ):
-    """One row per case: own cases {name, ...ModelSpec fields over BASE}, real cases by TINY name."""
+    """One row per case: own cases {name, ...ModelSpec fields over BASE}, real cases by TINY name;
+    other_seed / real_other_seed: re-measure the own / the real cases at another seed."""
     import pandas as pd
 
     options = {"seed": seed, "oversample": oversample, "other_seed": other_seed}
@@ -108,7 +115,7 @@ def verification_table(
         rows.append(own_case(case["name"], own_spec(fields), **options))
         _log_row(rows[-1], log)
     for name in real:
-        rows.append(real_case(name, **options))
+        rows.append(real_case(name, **{**options, "other_seed": real_other_seed}))
         _log_row(rows[-1], log)
     return pd.DataFrame(rows)
 
