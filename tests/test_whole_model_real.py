@@ -4,9 +4,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from attnid.model.from_hf import model_spec
 from attnid.model.grid import real_case
-from attnid.model.real import SEQ_LEN, TINY, build_real
+from attnid.model.real import TINY, build_real, tiny_spec
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -14,7 +13,7 @@ def test_parameters_match_the_spec(name):
     """The mapped spec has exactly the real model's parameters (a missed bias or gain fails here);
     tied weights appear once, and no embedding keeps a padding row."""
     real = build_real(name)
-    assert real.theta.numel() == model_spec(TINY[name][1], seq_len=SEQ_LEN).n_params
+    assert real.theta.numel() == tiny_spec(name).n_params
     assert all(getattr(m, "padding_idx", None) is None for m in real.module.modules())
 
 
