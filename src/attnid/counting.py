@@ -204,7 +204,7 @@ def short_sequence_excess(spec: AttentionSpec, seq_len: int) -> int:
     """G * delta(T): the directions beyond `count(spec)` left unidentified by T = seq_len positions.
 
     Exact (measured) for T >= 3, for T = 2 without a mask, and for a causal T = 2 when
-    `_exact_at_causal_pair`; otherwise (causal T = 2, heads wider than d or a query/key bias) a
+    `_exact_at_causal_pair` (d_k <= d, any biases); otherwise (causal T = 2, heads wider than d) a
     lower bound. Formula and measurements in the module docstring.
     """
     if seq_len < 2:
