@@ -9,7 +9,7 @@ from attnid.report.latex import escape
 from attnid.report.macros import fragment
 
 log = log_to(snakemake.log[0], "provenance")
-repo = Path(snakemake.scriptdir).parents[1]
+repo = Path(snakemake.scriptdir).resolve().parents[1]
 fp = fingerprint(snakemake.config, repo, snakemake.input.configfiles)
 if fingerprint_sha256(fp) != snakemake.params.fingerprint:
     log.warning("the fingerprint changed between planning and running this job (code or config edited meanwhile)")
