@@ -3,7 +3,7 @@ machine extrapolated from measured subsets.
 
     python benchmarks/sweep.py sweep  [--configfile config/config.yaml] [--cores 1 2] [--target training_aggregate]
     python benchmarks/sweep.py paper  [--configfile config/paper.yaml] [--fraction 0.01] [--optimizer adam]
-                                      [--cores 2] [--device cpu|cuda]
+                                      [--task recall] [--heads 2 4] [--cores 2] [--device cpu|cuda]
 
 sweep: for each N in --cores, a fresh temporary copy of the working tree runs `snakemake --cores N
   <target>` (default: training_aggregate, i.e. every training job of the preset and the aggregation).
@@ -101,10 +101,12 @@ def paper(args) -> None:
     training = yaml.safe_load((ROOT / args.configfile).read_text())["training"]
     rows = []
     for section in training["tasks"]:
+        if args.task and section["task"] != args.task:
+            continue
         task, optimizer = section["task"], args.optimizer
         n_optimizers = len(section["optimizers"])
         steps = [max(2, round(section["steps"] * args.fraction)), max(4, round(2 * section["steps"] * args.fraction))]
-        for heads in section["heads"]:
+        for heads in [h for h in section["heads"] if not args.heads or h in args.heads]:
             keys = [k for k in runs(training, task, optimizer) if k["heads"] == heads]
             cfgs = [run_config(job_params(training, task, optimizer), args.device, **k) for k in keys]
             cpu = []
@@ -142,6 +144,8 @@ def main(argv=None) -> None:
     p.add_argument("--configfile", default="config/paper.yaml")
     p.add_argument("--fraction", type=float, default=0.01, help="fraction of each task's steps to run (and twice that)")
     p.add_argument("--optimizer", default="adam", help="the optimizer measured (its cost stands for every optimizer)")
+    p.add_argument("--task", default=None, help="measure only this task")
+    p.add_argument("--heads", type=int, nargs="*", default=None, help="measure only these head counts")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args(argv)
