@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from .spec import AttentionSpec, SpecError
+
 
 class ConfigError(ValueError):
     """A config value the workflow cannot run with; the message is one line naming the key."""
@@ -45,7 +47,8 @@ def _divides(heads, d_model, where: str) -> list[str]:
 
 
 def semantic_errors(config: Mapping) -> list[str]:
-    """Facts the schema cannot check: head counts that divide the width, KV groups that divide a head count."""
+    """Facts the schema cannot check: head counts that divide the width, KV groups that divide a head
+    count, and every trained layer a valid AttentionSpec (attnid.spec checks it)."""
     errors = []
     counting = config.get("counting") or {}
     if isinstance(counting.get("d_model"), int):
@@ -55,8 +58,14 @@ def semantic_errors(config: Mapping) -> list[str]:
             if heads and not any(h % g == 0 for h in heads):
                 errors.append(f"config counting.kv_groups[{i}]: {g} KV groups divide none of the head counts {heads}")
     for i, task in enumerate((config.get("training") or {}).get("tasks", [])):
-        if isinstance(task.get("d_model"), int):
-            errors += _divides(task.get("heads", []), task["d_model"], f"training.tasks[{i}].heads")
+        attention = task.get("attention") or {}
+        for j, heads in enumerate(task.get("heads", [])):  # each trained layer must be a valid spec
+            try:
+                AttentionSpec.from_config({**attention, "n_heads": heads})
+            except SpecError as err:
+                errors.append(
+                    f"config training.tasks[{i}].heads[{j}] = {heads} with training.tasks[{i}].attention: {err}"
+                )
     return errors
 
 
