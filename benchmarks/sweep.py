@@ -110,6 +110,7 @@ def paper(args) -> None:
             keys = [k for k in runs(training, task, optimizer) if k["heads"] == heads]
             cfgs = [run_config(job_params(training, task, optimizer), args.device, **k) for k in keys]
             cpu = []
+            train_batched([c.with_(steps=1, eval_every=1) for c in cfgs[:2]], progress=False)  # warm-up, not timed
             for n in steps:
                 start = time.process_time()
                 train_batched([c.with_(steps=n, eval_every=n) for c in cfgs], progress=False)
