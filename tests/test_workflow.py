@@ -78,6 +78,13 @@ def test_config_readme_has_every_key_with_its_schema_description():
         assert set(yaml.safe_load(preset.read_text())) <= keys, preset
 
 
+# a teacher-student task whose 3 heads do not divide d_model 16
+BAD_TRAINING_HEADS = (
+    "training={tasks: [{task: teacher_student, attention: {d_model: 16}, heads: [3], seq_len: 8,"
+    " batch: 4, steps: 2, optimizers: [{name: sgd, algorithm: sgd, lr: 0.1}]}]}"
+)
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
@@ -87,13 +94,9 @@ def test_config_readme_has_every_key_with_its_schema_description():
         ),
         (["--config", "device=tpu"], "config device: 'tpu' is not one of ['cpu', 'cuda']"),
         (
-            [
-                "--config",
-                "training={tasks: [{task: teacher_student, attention: {d_model: 16}, heads: [3], seq_len: 8,"
-                " batch: 4, steps: 2, optimizers: [{name: sgd, algorithm: sgd, lr: 0.1}]}]}",
-            ],
+            ["--config", BAD_TRAINING_HEADS],
             "config training.tasks[0].heads[0] = 3 with training.tasks[0].attention: d_head_qk",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_config_error_is_one_line_naming_the_key(args, line):
