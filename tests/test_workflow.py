@@ -133,3 +133,15 @@ def test_presets_write_side_by_side(preset):
     assert outputs and all(o.rstrip(",").startswith(results + "/") for o in outputs), [
         o for o in outputs if not o.startswith(results)
     ][:5]
+
+
+def test_every_rule_that_runs_code_lists_the_code_it_imports():
+    """Results follow the code: a rule with `script:` or `notebook:` names script_inputs(...) among
+    its inputs (the script and every attnid module it imports), so editing a module reruns it."""
+    missing = []
+    for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
+        for block in re.split(r"\n(?=\s*rule \w+:)", smk.read_text()):
+            name = re.match(r"\s*rule (\w+):", block)
+            if name and re.search(r"^\s+(script|notebook):", block, re.M) and "script_inputs(" not in block:
+                missing.append(f"{smk.name}: {name.group(1)}")
+    assert not missing, f"rules without script_inputs(...) among their inputs: {missing}"
