@@ -142,6 +142,6 @@ def test_every_rule_that_runs_code_lists_the_code_it_imports():
     for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
         for block in re.split(r"\n(?=\s*rule \w+:)", smk.read_text()):
             name = re.match(r"\s*rule (\w+):", block)
-            if name and re.search(r"^\s+(script|notebook):", block, re.M) and "script_inputs(" not in block:
+            if name and re.search(r"^\s+(script|notebook):", block, re.MULTILINE) and "script_inputs(" not in block:
                 missing.append(f"{smk.name}: {name.group(1)}")
     assert not missing, f"rules without script_inputs(...) among their inputs: {missing}"
