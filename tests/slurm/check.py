@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-SKIP_DIRS = {"logs", "benchmarks"}
+SKIP_DIRS = {"logs", "benchmarks"}  # at any depth: results/<preset>/logs, ...
 SKIP_FILES = {"provenance.json"}
 TIMING_COLUMNS = {"seconds", "wall_s", "time_s", "elapsed", "steps_per_second"}
 
@@ -83,7 +83,7 @@ def compare(slurm: Path, local: Path) -> int:
         return {
             p.relative_to(root)
             for p in root.rglob("*")
-            if p.is_file() and p.parts[len(root.parts)] not in SKIP_DIRS and p.name not in SKIP_FILES
+            if p.is_file() and not SKIP_DIRS & set(p.relative_to(root).parts[:-1]) and p.name not in SKIP_FILES
         }
 
     fs, fl = files(slurm), files(local)
