@@ -40,7 +40,7 @@ def plot(whole_model: pd.DataFrame):
     side = ax.get_yaxis_transform()
     for yi, ratio in zip(y, df["ratio"]):
         ax.text(1.02, yi, f"{100 * ratio:.2f}%", transform=side, va="center", fontsize=6)
-    ax.set_yticks(y, df["model"])
+    ax.set_yticks(y, df["name"] if "name" in df else df["model"])
     ax.set_xlim(0, 100)
     ax.set_ylim(-0.6, len(df) - 0.4)
     ax.set_xlabel("share of the unidentified parameters (%)")

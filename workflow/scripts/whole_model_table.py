@@ -16,9 +16,10 @@ df = shipped_table(_stored_names())
 atomic_write_csv(snakemake.output.csv, df)
 ok = df[df["status"] == "ok"].sort_values("P").astype({"P": int, "unidentified": int, "weakly_identified": int})
 table = ok.assign(share=100 * ok["identified_share"], attn_share=100 * ok["attention_share_of_unidentified"])[
-    ["model", "P", "unidentified", "weakly_identified", "share", "attention_unidentified", "attn_share"]
+    ["name", "P", "unidentified", "weakly_identified", "share", "attention_unidentified", "attn_share"]
 ].rename(
     columns={
+        "name": "model",
         "P": "$P$",
         "unidentified": "unidentified",
         "weakly_identified": "weak",

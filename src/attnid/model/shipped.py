@@ -42,6 +42,7 @@ def shipped_row(name: str, seq_len: int | None = None) -> dict:
     attn = [count(spec) for spec in (block.attention for block in facts.blocks)]
     row = {
         "model": name,
+        "name": cfg.get("_name", name),
         "model_type": facts.model_type,
         "attention_P": sum(c.total for c in attn),
         "attention_unidentified": sum(c.unidentified for c in attn),
