@@ -7,8 +7,8 @@
 `attnid.model.real` (real `transformers` models) import torch; this package itself does not.
 """
 
-from .counting import ModelCounts, count_model
+from .counting import count_model
 from .shipped import count_whole_model
 from .spec import ModelSpec
 
-__all__ = ["ModelCounts", "ModelSpec", "count_model", "count_whole_model"]
+__all__ = ["ModelSpec", "count_model", "count_whole_model"]

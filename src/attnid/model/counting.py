@@ -59,41 +59,10 @@ the counts are generic; the judge's cases use GELU where a ReLU unit could starv
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
-from ..counting import _fibre_of_product, count
+from ..counting import Counts, _fibre_of_product, count
 from ..spec import SpecError
 from .spec import ModelSpec
-
-
-@dataclass(frozen=True)
-class ModelCounts:
-    """Whole-model counts; `breakdown` sums to `unidentified` (exact at the spec's eps), `weak` lists the
-    weakly identified directions (exact symmetries at eps = 0 that eps > 0 breaks)."""
-
-    total: int
-    unidentified: int
-    weakly_identified: int
-    breakdown: dict = field(default_factory=dict)
-
-    @property
-    def identified(self) -> int:
-        """total - unidentified (weakly identified directions are identified, barely)."""
-        return self.total - self.unidentified
-
-    @property
-    def ratio(self) -> float:
-        return self.unidentified / self.total
-
-    def to_dict(self) -> dict:
-        return {
-            "total": self.total,
-            "unidentified": self.unidentified,
-            "weakly_identified": self.weakly_identified,
-            "identified": self.identified,
-            "ratio": self.ratio,
-            "breakdown": dict(self.breakdown),
-        }
 
 
 def attention_fibre(spec, d_in: int, d_out: int, biases: str, d_const: int | None = None) -> tuple[int, int]:
@@ -153,7 +122,7 @@ def _mlp_effective(spec: ModelSpec, d_in: int, d_out: int, beta: bool) -> int:
     return reads + m * d_out + b * d_out - hidden
 
 
-def count_model(spec: ModelSpec) -> ModelCounts:
+def count_model(spec: ModelSpec) -> Counts:
     """Exact unidentified and weakly identified counts of the whole model (rules in the module docstring)."""
     a = spec.attention
     d, V, m, L = spec.d_model, spec.vocab_size, spec.d_ff, spec.n_layers
@@ -209,7 +178,7 @@ def count_model(spec: ModelSpec) -> ModelCounts:
     b["residual_scale"] = scales - weak
     weak += L * attn_weak
     b = {k: v for k, v in b.items() if v}
-    return ModelCounts(spec.n_params, sum(b.values()), weak, b)
+    return Counts(total=spec.n_params, unidentified=sum(b.values()), breakdown=b, weakly_identified=weak)
 
 
 def _post_ln(spec: ModelSpec) -> tuple[dict, int]:
