@@ -52,6 +52,9 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    absorb, and, with a single block, one rotation pair around the skip map.
 
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
+Blocks that differ (`ModelSpec.layers`: their own attention spec and MLP) add their own per-block
+terms (3, 2's readers, 4's writers, 7, the constants of 3 and 5); the norms' gauge (1, 5, 6, 8) is
+the model's, whatever each block holds.
 ReLU units make a measurement depend on the draw (a unit active on few tokens hides directions):
 the counts are generic; the judge's cases use GELU where a ReLU unit could starve.
 """
@@ -62,6 +65,8 @@ import dataclasses
 
 from ..counting import Counts, _fibre_of_product, count
 from ..spec import SpecError
+from .embeddings import head_and_type_terms, pre_ln_embedding_norm
+from .latent import latent_fibre, token_point_terms
 from .spec import ModelSpec
 
 
@@ -86,18 +91,13 @@ def attention_fibre(spec, d_in: int, d_out: int, biases: str, d_const: int | Non
     return sum(breakdown.values()), inner.weakly_identified
 
 
-def _readers(spec: ModelSpec, what: str) -> list[tuple[int, bool]]:
-    """(output width, has bias) of each linear map reading a norm: 'attn', 'mlp' or 'head'."""
-    a = spec.attention
-    if what == "attn":
-        return [
-            (a.n_heads * a.d_head_qk, a.has_bias("q")),
-            (a.n_kv_heads * a.d_head_qk, a.has_bias("k")),
-            (a.n_kv_heads * a.d_head_v, a.has_bias("v")),
-        ]
-    if what == "mlp":
-        return [(spec.d_ff, spec.mlp_bias)] * (2 if spec.gated else 1)
-    return [(spec.vocab_size, spec.lm_head_bias)]
+def _attention_readers(a) -> list[tuple[int, bool]]:
+    """(output width, has bias) of each linear map of an attention layer reading a norm."""
+    return [
+        (a.n_heads * a.d_head_qk, a.has_bias("q")),
+        (a.n_kv_heads * a.d_head_qk, a.has_bias("k")),
+        (a.n_kv_heads * a.d_head_v, a.has_bias("v")),
+    ]
 
 
 def _centring_readers(spec: ModelSpec, readers) -> int:
@@ -107,31 +107,22 @@ def _centring_readers(spec: ModelSpec, readers) -> int:
     return sum(n * (1 + b - (spec.norm_bias or b)) for n, b in readers)
 
 
-def _effective_biases(spec: ModelSpec, normed: bool, extra_o: bool) -> str:
-    a = spec.attention
+def _effective_biases(spec: ModelSpec, a, normed: bool, extra_o: bool) -> str:
     beta = normed and spec.norm_bias
     letters = "".join(x for x in "qkv" if a.has_bias(x) or beta)
     return letters + ("o" if a.has_bias("o") or extra_o else "")
 
 
-def _mlp_effective(spec: ModelSpec, d_in: int, d_out: int, beta: bool) -> int:
-    """Effective parameters of one MLP reading a d_in-dim affine image and writing d_out dims."""
-    m, b = spec.d_ff, spec.mlp_bias
-    reads = (2 if spec.gated else 1) * m * (d_in + (b or beta))
-    hidden = m if spec.mlp in ("relu", "swiglu", "geglu") else 0
-    return reads + m * d_out + b * d_out - hidden
-
-
 def count_model(spec: ModelSpec) -> Counts:
     """Exact unidentified and weakly identified counts of the whole model (rules in the module docstring)."""
-    a = spec.attention
-    d, V, m, L = spec.d_model, spec.vocab_size, spec.d_ff, spec.n_layers
+    d, V, L = spec.d_model, spec.vocab_size, spec.n_layers
     ln, beta, tied = spec.norm == "layernorm", spec.norm_bias, spec.tied
     learned = spec.positions == "learned"
     d_c = d - 1 if ln else d  # dims a norm's output spans
-    hidden_units = m if spec.mlp in ("relu", "swiglu", "geglu") else 0
-    writes_per_layer = a.n_heads * a.d_head_v + a.has_bias("o") + m + spec.mlp_bias  # rows writing into the stream
-    head = _readers(spec, "head")
+    layers = spec.layer_specs
+    # rows writing into the stream, per block: W_O's rows, b_O, the MLP's down rows and bias
+    writes = sum(x.attention.n_heads * x.attention.d_head_v + x.attention.has_bias("o") + x.mlp.writes for x in layers)
+    head = [(spec.vocab_size, spec.lm_head_bias)]
     b: dict[str, int] = {}
     if spec.norm_position == "pre":
         centred = ln and spec.final_norm  # every reader of the stream is a LayerNorm
@@ -141,48 +132,60 @@ def count_model(spec: ModelSpec) -> Counts:
         # writer has a free 1-component.
         offset = ln and not centred and (not tied or learned)
         d_const = d - 1 if offset else d_out
-        extra_o = spec.parallel and spec.mlp_bias
-        attn, attn_weak = attention_fibre(a, d_c, d_out, _effective_biases(spec, True, extra_o), d_const)
-        b["attention"] = L * attn
-        b["parallel_constants"] = L * d_const if extra_o and a.has_bias("o") else 0
-        b["constant_offsets"] = L * (a.has_bias("o") + spec.mlp_bias) if offset else 0
+        b["attention"] = b["parallel_constants"] = b["constant_offsets"] = readers = attn_weak = 0
+        for x in layers:
+            a = x.attention
+            extra_o = spec.parallel and x.mlp.bias  # a parallel block's MLP bias lands where b_O does
+            if a.kv_lora_rank:  # multi-head latent attention: rule 14
+                attn, weak = latent_fibre(a)
+            else:
+                attn, weak = attention_fibre(a, d_c, d_out, _effective_biases(spec, a, True, extra_o), d_const)
+            b["attention"] += attn
+            attn_weak += weak
+            b["parallel_constants"] += d_const if extra_o and a.has_bias("o") else 0
+            b["constant_offsets"] += a.has_bias("o") + x.mlp.bias if offset else 0
+            readers += _centring_readers(spec, _attention_readers(a) + x.mlp.readers)
         block_norms = L * (1 if spec.shared_norm else 2)
         head_norm = spec.final_norm and not tied  # the final norm's only reader is a free linear map
         b["norm_gain"] = d * (block_norms + head_norm)
         b["norm_bias"] = d * beta * (block_norms + head_norm + (spec.final_norm and tied and spec.lm_head_bias))
-        b["centring_readers"] = L * (
-            _centring_readers(spec, _readers(spec, "attn")) + _centring_readers(spec, _readers(spec, "mlp"))
-        )
-        b["centring_readers"] += _centring_readers(spec, head) if head_norm else 0
-        b["centring_writers"] = (0 if tied else V) + spec.seq_len * learned + L * writes_per_layer if centred else 0
+        b["centring_readers"] = readers + (_centring_readers(spec, head) if head_norm else 0)
+        b["centring_writers"] = (0 if tied else V) + spec.seq_len * learned + writes if centred else 0
         rotations = d_c * (d_c - 1) // 2
         if tied:
             b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)
         else:
             b["residual_rotations"], scales = rotations + (0 if spec.final_norm or not ln else d), 1
-        b["mlp_hidden"] = L * hidden_units
+        b["mlp_hidden"] = sum(x.mlp.hidden_scalings for x in layers)
+        b["latent_token_points"], weak_lost = token_point_terms(spec)  # rule 14: the first block reads V points
+        attn_weak -= weak_lost
         b["embeddings"] = d_out if learned and not tied else 0
+        extra_scales, embed_weak = pre_ln_embedding_norm(spec, b)  # rule 11
+        scales += extra_scales
         b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
-        if spec.parallel and not learned and _mlp_effective(spec, d_c, d_out, beta) + V >= V * d_out:
+        effective = layers[0].mlp.effective(d_c, d_out, beta)
+        if spec.parallel and not learned and effective + V >= V * d_out:
             raise SpecError(
                 "vocab_size",
                 f"layer 0's parallel MLP reads only the V={V} points Norm(E[t]); with the V row scales of E its "
-                f"{_mlp_effective(spec, d_c, d_out, beta)} effective parameters reach its whole V x {d_out} output "
+                f"{effective} effective parameters reach its whole V x {d_out} output "
                 "table, which decouples E's reading and writing roles: not modelled",
             )
     else:
-        b, scales = _post_ln(spec)
-        attn_weak = 0
+        b, scales, attn_weak = _post_ln(spec)
+        embed_weak = 0
+    b.update(head_and_type_terms(spec))  # rules 12, 13
     b = {k: v for k, v in b.items() if v}
     weak = scales if spec.norm_eps > 0 else 0
     b["residual_scale"] = scales - weak
-    weak += L * attn_weak
+    weak += attn_weak + embed_weak
     b = {k: v for k, v in b.items() if v}
     return Counts(total=spec.n_params, unidentified=sum(b.values()), breakdown=b, weakly_identified=weak)
 
 
-def _post_ln(spec: ModelSpec) -> tuple[dict, int]:
-    """Post-LN blocks (x -> Norm(x + f(x))): the breakdown and the number of scale symmetries.
+def _post_ln(spec: ModelSpec) -> tuple[dict, int, int]:
+    """Post-LN blocks (x -> Norm(x + f(x))): the breakdown, the number of scale symmetries and the
+    attention layers' weakly identified dims.
 
     Every sublayer writes into a norm (centred output, d_c); the stream between norms is
     x = n diag(g) + beta, read by the next sublayer and carried by the skip, so a norm's gain and
@@ -193,40 +196,46 @@ def _post_ln(spec: ModelSpec) -> tuple[dict, int]:
     skip map C diag(g) C admits one rotation pair (X on its input, Y on its output, X A - A Y in
     the gains' span: 2 d_c (d_c - 1) / 2 + d + 1 unknowns against d_c^2 equations).
     """
-    a = spec.attention
-    d, V, m, L = spec.d_model, spec.vocab_size, spec.d_ff, spec.n_layers
+    d, V, L = spec.d_model, spec.vocab_size, spec.n_layers
     ln, beta, tied = spec.norm == "layernorm", spec.norm_bias, spec.tied
     learned = spec.positions == "learned"
     d_c = d - 1 if ln else d
-    head = _readers(spec, "head")
-    b: dict[str, int] = {}
+    head = [(spec.vocab_size, spec.lm_head_bias)]
+    layers = spec.layer_specs
+    b: dict[str, int] = {"attention": 0, "centring_readers": 0, "centring_writers": 0}
     first_normed = spec.embedding_norm
-    attn_first, _ = attention_fibre(a, d_c if first_normed else d, d_c, _effective_biases(spec, first_normed, False))
-    attn_rest, _ = attention_fibre(a, d_c, d_c, _effective_biases(spec, True, False))
-    b["attention"] = attn_first + (L - 1) * attn_rest
-    readers = (L - 1 + first_normed) * _centring_readers(spec, _readers(spec, "attn"))
-    readers += L * _centring_readers(spec, _readers(spec, "mlp"))
+    weak = 0
+    for i, x in enumerate(layers):
+        a, normed = x.attention, i > 0 or first_normed  # layer 0 reads the raw embeddings unless normed
+        attn, attn_weak = attention_fibre(a, d_c if normed else d, d_c, _effective_biases(spec, a, normed, False))
+        b["attention"] += attn
+        weak += attn_weak
+        b["centring_readers"] += _centring_readers(spec, (_attention_readers(a) if normed else []) + x.mlp.readers)
+        b["centring_writers"] += a.n_heads * a.d_head_v + a.has_bias("o") + x.mlp.writes if ln else 0
     b["norm_gain"] = 0 if tied else d
     b["norm_bias"] = d * beta * (not tied or spec.lm_head_bias)
-    b["centring_readers"] = readers + (0 if tied else _centring_readers(spec, head))
-    b["centring_writers"] = L * (a.n_heads * a.d_head_v + a.has_bias("o") + m + spec.mlp_bias) if ln else 0
+    b["centring_readers"] += 0 if tied else _centring_readers(spec, head)
     if spec.embedding_norm and ln:
         b["centring_writers"] += (0 if tied else V) + spec.seq_len * learned
-    b["mlp_hidden"] = L * (m if spec.mlp in ("relu", "swiglu", "geglu") else 0)
+    b["mlp_hidden"] = sum(x.mlp.hidden_scalings for x in layers)
     shift = (d_c if spec.embedding_norm else d) if learned else 0
     shear = d if ln and not spec.embedding_norm else 0
     b["embeddings"] = 0 if tied else shift + shear
     # A uniform shift of the raw embeddings (E untied, or the learned positions) that the first
     # attention's biases absorb: b_Q the query offset, b_K (or the softmax, without RoPE) the key
     # offset, b_O the value offset and the skip.
+    a = layers[0].attention
     absorbed = a.has_bias("o") and a.has_bias("q") and (a.has_bias("k") or a.rope_dims == 0)
     if absorbed and not spec.embedding_norm and (not tied or learned):
         b["embeddings"] += d
     b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
     if ln and beta:  # norms followed by a sublayer: beta's ones component, and its trade with the sublayer's constant
-        v_const = d_c if a.has_bias("o") else min(a.n_kv_heads * a.d_head_v, d_c)
-        mlp_const = d_c if spec.mlp_bias else 0
-        followed = [v_const] * first_normed + [mlp_const] * L + [v_const] * (L - 1)
+
+        def v_const(a):
+            return d_c if a.has_bias("o") else min(a.n_kv_heads * a.d_head_v, d_c)
+
+        followed = [v_const(x.attention) for i, x in enumerate(layers) if i > 0 or first_normed]
+        followed += [d_c if x.mlp.bias else 0 for x in layers]
         b["norm_bias_offsets"] = sum(1 + c for c in followed)
     b["skip_rotation"] = 1 if ln and L == 1 and not spec.embedding_norm and not tied else 0
-    return b, 2 * L + spec.embedding_norm
+    return b, 2 * L + spec.embedding_norm, weak

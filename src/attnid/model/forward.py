@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import attention
+from .embeddings import add_token_type, mlm_transform
+from .layers import MLPSpec
 from .layout import ModelLayout
 from .spec import ModelSpec
 
@@ -27,7 +29,7 @@ def norm(x: torch.Tensor, w: dict, name: str, spec: ModelSpec, eps: float | None
     return y
 
 
-def mlp(x: torch.Tensor, w: dict, prefix: str, spec: ModelSpec) -> torch.Tensor:
+def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
     """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d)."""
 
     def linear(z, name):
@@ -36,13 +38,13 @@ def mlp(x: torch.Tensor, w: dict, prefix: str, spec: ModelSpec) -> torch.Tensor:
         return out if bias is None else out + bias
 
     up = linear(x, "up")  # (..., m)
-    if spec.mlp == "relu":
+    if spec.kind == "relu":
         hidden = torch.relu(up)
-    elif spec.mlp == "gelu":
+    elif spec.kind == "gelu":
         hidden = F.gelu(up)
     else:
         gate = linear(x, "gate")
-        hidden = (F.silu(gate) if spec.mlp == "swiglu" else F.gelu(gate, approximate="tanh")) * up
+        hidden = (F.silu(gate) if spec.kind == "swiglu" else F.gelu(gate, approximate="tanh")) * up
     return linear(hidden, "down")
 
 
@@ -61,26 +63,31 @@ def logits(
     h = w["embed"][tokens] * spec.embed_scale  # (B, T, d)
     if "pos" in w:
         h = h + w["pos"][:T]
+    h = add_token_type(h, w)  # token_type_ids all 0
     if spec.embedding_norm:
         h = norm(h, w, "embed_norm", spec)
-    for layer in range(spec.n_layers):
-        p = f"layers.{layer}"
+    for i, layer in enumerate(spec.layer_specs):
+        p = f"layers.{i}"
 
-        def attn(x, p=p):
-            return attention(w[f"{p}.attn"], x, spec.attention, layout.attention_layout)
+        def attn(x, p=p, a=layer.attention, a_layout=layout.attention_layouts[i]):
+            return attention(w[f"{p}.attn"], x, a, a_layout)
+
+        def ff(x, p=p, m=layer.mlp):
+            return mlp(x, w, f"{p}.mlp", m)
 
         if spec.norm_position == "post":
             h = norm(h + attn(h), w, f"{p}.norm_1", spec)
-            h = norm(h + mlp(h, w, f"{p}.mlp", spec), w, f"{p}.norm_2", spec)
+            h = norm(h + ff(h), w, f"{p}.norm_2", spec)
         elif spec.parallel:
             a = norm(h, w, f"{p}.norm_1", spec)
             m = a if spec.shared_norm else norm(h, w, f"{p}.norm_2", spec)
-            h = h + attn(a) + mlp(m, w, f"{p}.mlp", spec)
+            h = h + attn(a) + ff(m)
         else:
             h = h + attn(norm(h, w, f"{p}.norm_1", spec))
-            h = h + mlp(norm(h, w, f"{p}.norm_2", spec), w, f"{p}.mlp", spec)
+            h = h + ff(norm(h, w, f"{p}.norm_2", spec))
     if spec.final_norm:
         h = norm(h, w, "final_norm", spec)
+    h = mlm_transform(h, w, spec, norm)
     out = h @ (w["embed"].T if spec.tied else w["unembed"])  # (B, T, V)
     if "unembed_bias" in w:
         out = out + w["unembed_bias"]

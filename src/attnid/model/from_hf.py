@@ -1,10 +1,11 @@
 """A Hugging Face `config.json` -> :class:`ModelSpec` (torch-free), through `attnid.hf.mapping`'s facts.
 
 `attnid.hf.mapping.model_facts` reads the config (the one place config keys meet this project's
-words); this module turns its facts into the whole-model vocabulary and refuses, naming the field,
-what the whole-model counting does not model: mixture-of-experts MLPs, BERT's token types and
-post-LN blocks, layers whose attention differs by more than a sliding window (count-neutral),
-latent attention, non-gated SiLU MLPs, BLOOM's embedding LayerNorm.
+words); this module turns its facts into the whole-model vocabulary, one
+:class:`attnid.model.layers.LayerSpec` per block (a sliding window is dropped: it only needs to show
+a query T_min offsets, which `attnid.counting` checks), and refuses, naming the field, what the
+whole-model counting does not model: mixture-of-experts MLPs, BERT's token types and post-LN
+blocks, latent attention outside pre-LN RMSNorm blocks, non-gated SiLU MLPs, BLOOM's embedding LayerNorm.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 
 from ..hf.mapping import model_facts
 from ..spec import SpecError
+from .layers import LayerSpec, MLPSpec
 from .spec import ModelSpec
 
 # Parallel blocks with one norm for both branches; GPT-NeoX and Falcon's new decoder use two.
@@ -47,21 +49,15 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         positions = "none"  # ALiBi adds fixed biases to the scores: the spec's `alibi` field carries it
     else:
         positions = facts.positions
-    first = facts.blocks[0]
+    layers = []
     for i, block in enumerate(facts.blocks):
         if block.mlp.n_experts:
             raise SpecError(
                 "num_local_experts", f"layer {i} is a mixture of experts: not modelled in the whole-model count"
             )
-        if dataclasses.replace(block.attention, sliding_window=0) != dataclasses.replace(
-            first.attention, sliding_window=0
-        ):
-            raise SpecError("layer_types", f"layer {i}'s attention differs from layer 0's beyond a sliding window")
-        if block.mlp != first.mlp:
-            raise SpecError("intermediate_size", f"layer {i}'s MLP differs from layer 0's")
-    attention = first.attention
-    if attention.kv_lora_rank:
-        raise SpecError("kv_lora_rank", "latent attention is not modelled in the whole-model count")
+        attention = dataclasses.replace(block.attention, sliding_window=0, seq_len=None)
+        mlp = MLPSpec(block.mlp.d_hidden, _mlp_kind(block.mlp.activation, block.mlp.gated), block.mlp.bias)
+        layers.append(LayerSpec(attention, mlp))
     max_positions = int(facts.max_positions or seq_len or 1)
     if seq_len is None:
         if facts.max_positions is None:
@@ -69,13 +65,9 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         seq_len = max_positions
     max_positions = max(max_positions, seq_len) if positions != "learned" else max_positions
     mt = facts.model_type
-    return ModelSpec(
+    return ModelSpec.from_layers(
+        layers,
         vocab_size=facts.vocab_size,
-        n_layers=facts.n_layers,
-        attention=dataclasses.replace(attention, sliding_window=0, seq_len=None),
-        d_ff=first.mlp.d_hidden,
-        mlp=_mlp_kind(first.mlp.activation, first.mlp.gated),
-        mlp_bias=first.mlp.bias,
         norm="layernorm" if facts.norm == "layernorm" else "rmsnorm",
         norm_bias=facts.norm_bias,
         norm_eps=facts.norm_eps,

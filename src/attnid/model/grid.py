@@ -14,10 +14,11 @@ import time
 
 import torch
 
-from ..spec import AttentionSpec
+from ..spec import AttentionSpec, SpecError
 from .counting import count_model
 from .forward import logits
-from .judge import measure_function, model_sizing, random_tokens
+from .judge import has_eps, measure_function, model_sizing, random_tokens
+from .layers import LayerSpec, MLPSpec
 from .layout import ModelLayout
 from .spec import ModelSpec
 
@@ -27,14 +28,26 @@ BASE_ATTENTION = {"d_model": 8, "n_heads": 2, "causal": True}
 
 
 def own_spec(fields: dict) -> ModelSpec:
-    """A ModelSpec from BASE overridden by `fields` (its `attention` a mapping of AttentionSpec fields)."""
+    """A ModelSpec from BASE overridden by `fields` (its `attention` a mapping of AttentionSpec fields); an
+    optional `layers`, one mapping per block, overrides the case's attention fields (`attention`) and MLP
+    fields (d_ff, mlp, mlp_bias) block by block."""
     fields = {**BASE, **fields}
-    attention = AttentionSpec.from_config({**BASE_ATTENTION, **(fields.pop("attention", None) or {})})
-    return ModelSpec(attention=attention, **fields)
-
-
-def _has_eps(spec: ModelSpec) -> bool:
-    return spec.norm_eps > 0 or (spec.attention.qk_norm != "none" and spec.attention.norm_eps > 0)
+    attention = {**BASE_ATTENTION, **(fields.pop("attention", None) or {})}
+    per_layer = fields.pop("layers", None)
+    if not per_layer:
+        return ModelSpec(attention=AttentionSpec.from_config(attention), **fields)
+    mlp = {"d_ff": fields.pop("d_ff"), "kind": fields.pop("mlp", "gelu"), "bias": fields.pop("mlp_bias", False)}
+    fields.pop("n_layers", None)
+    layers = []
+    for i, over in enumerate(per_layer):
+        unknown = set(over) - {"attention", "d_ff", "mlp", "mlp_bias"}
+        if unknown:
+            raise SpecError("layers", f"entry {i} has {sorted(unknown)}: only attention, d_ff, mlp, mlp_bias per layer")
+        renamed = {"mlp": "kind", "mlp_bias": "bias"}
+        block_mlp = MLPSpec(**{**mlp, **{renamed.get(k, k): v for k, v in over.items() if k != "attention"}})
+        block_attention = AttentionSpec.from_config({**attention, **(over.get("attention") or {})})
+        layers.append(LayerSpec(block_attention, block_mlp))
+    return ModelSpec.from_layers(layers, **fields)
 
 
 def verify_case(
@@ -51,7 +64,7 @@ def verify_case(
     row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
     row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
     row |= {"weak_count": counts.weakly_identified, "weak_measured": 0}
-    if _has_eps(spec):
+    if has_eps(spec):
         f0, theta0 = make(seed, True)
         free = measure_function(f0, theta0, tokens, half=False)
         row["weak_measured"] = free["measured"] - at["measured"]

@@ -43,6 +43,13 @@ class ModelSizing:
     batch: int  # B = max(2, ceil(N / T))
 
 
+def has_eps(spec: ModelSpec) -> bool:
+    """Whether some norm of the model (its own, or a layer's q/k norm) has eps > 0."""
+    return spec.norm_eps > 0 or any(
+        x.attention.has_norm and x.attention.norm_eps > 0 for x in spec.layer_specs
+    )
+
+
 def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
     """Positions and sequences by information per position (rule in the module docstring)."""
     P = ModelLayout(spec).size
@@ -114,7 +121,7 @@ def measure_weak(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, rtol: 
     row = {"P": ModelLayout(spec).size, "measured": at_eps["measured"], "measured_half": at_eps["measured_half"]}
     row.update({k: at_eps[k] for k in ("sigma_kept", "sigma_dropped", "gap", "positions", "seconds")})
     row["weak"] = 0
-    if spec.norm_eps > 0 or (spec.attention.qk_norm != "none" and spec.attention.norm_eps > 0):
+    if has_eps(spec):
         free = measure(spec.with_eps(0.0), seed, oversample, False, rtol)
         row["weak"] = free["measured"] - at_eps["measured"]
         rank = at_eps["rank"]

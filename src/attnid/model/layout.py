@@ -3,9 +3,9 @@
 Blocks, in order (absent ones skipped), d = d_model, V = vocab, m = d_ff, T = max_positions:
 
     embed (V, d)   pos (T, d)   embed_norm.{gain,bias} (d,)
-    per layer l:   layers.l.norm_1.{gain,bias}   layers.l.attn (P_attn,)  [attnid.layout order]
-                   layers.l.norm_2.{gain,bias}   layers.l.mlp.{gate (d, m), up (d, m), up_bias (m,),
-                   gate_bias (m,), down (m, d), down_bias (d,)}
+    per layer l:   layers.l.norm_1.{gain,bias}   layers.l.attn (P_attn of layer l,)  [attnid.layout order]
+                   layers.l.norm_2.{gain,bias}   layers.l.mlp.{gate (d, m), gate_bias (m,), up (d, m),
+                   up_bias (m,), down (m, d), down_bias (d,)}   (m = layer l's d_ff)
     final_norm.{gain,bias} (d,)   unembed (d, V)   unembed_bias (V,)
 
 The source of each block (embedding, norm gain, MLP, ...) is what the counting breakdown names.
@@ -26,7 +26,9 @@ class ModelLayout:
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec
-        self.attention_layout = Layout(spec.attention)
+        layouts = {}  # one Layout per distinct attention spec
+        self.attention_layouts = [layouts.setdefault(x.attention, Layout(x.attention)) for x in spec.layer_specs]
+        self.attention_layout = self.attention_layouts[0]
         shapes = spec.block_shapes()
         self.blocks: dict[str, tuple[int, tuple[int, ...]]] = {}
         offset = 0
@@ -51,14 +53,15 @@ class ModelLayout:
         theta = torch.empty(self.size, dtype=dtype)
         for name, (offset, shape) in self.blocks.items():
             if name.endswith(".attn"):
-                theta[self.slice(name)] = self.attention_layout.init(generator, dtype=dtype)
+                layer = int(name.split(".")[1])
+                theta[self.slice(name)] = self.attention_layouts[layer].init(generator, dtype=dtype)
                 continue
             sample = torch.randn(prod(shape), generator=generator, dtype=dtype)
             if name.endswith(".gain"):
                 sample = (0.0 if self.spec.gemma_gain else 1.0) + 0.3 * sample
             elif name.endswith("bias"):
                 sample = 0.3 * sample
-            elif name not in ("embed", "pos"):
+            elif name not in ("embed", "pos", "token_type"):
                 sample = sample / shape[0] ** 0.5
             theta[self.slice(name)] = sample
         return theta

@@ -13,19 +13,22 @@ Norm: LayerNorm (x - mean) / sqrt(var + eps) * g (+ b), or RMSNorm x / sqrt(mean
 Gemma stores the gain as w with g = 1 + w (a change of coordinates: counts are unchanged).
 MLP: relu / gelu: act(x W_up + b_up) W_down + b_down; swiglu / geglu: (act(x W_gate) * (x W_up)) W_down
 (act = SiLU / GELU(tanh)), biases on every map when mlp_bias. Attention: the project's layer,
-one :class:`attnid.spec.AttentionSpec` shared by every block.
+one :class:`attnid.spec.AttentionSpec` shared by every block, unless `layers` gives every block its
+own attention spec and MLP (:class:`attnid.model.layers.LayerSpec`; build with
+:meth:`ModelSpec.from_layers`); `layer_specs` is the tuple of blocks either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..spec import AttentionSpec, SpecError
+from . import embeddings, latent
+from .layers import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")
-MLPS = ("relu", "gelu", "swiglu", "geglu")
 POSITIONS = ("learned", "rope", "none")
 NORM_POSITIONS = ("pre", "post")
 
@@ -57,6 +60,10 @@ class ModelSpec:
     seq_len: int | None = (
         None  # positions the model is used on (default max_positions); learned rows beyond it are unread
     )
+    # every block's own attention and MLP (layer 0 = the fields above); () = every block the fields above
+    layers: tuple[LayerSpec, ...] = ()
+    token_types: int = 0  # rows of a token-type table (BERT's segments); every position reads row 0
+    mlm_head: bool = False  # BERT's masked-LM transform (dense d x d + bias, GELU, a norm) before the unembedding
 
     def __post_init__(self):
         if self.seq_len is None:
@@ -79,9 +86,13 @@ class ModelSpec:
             raise SpecError("norm_bias", "RMSNorm has no additive bias; set norm_bias false")
         if not (self.norm_eps >= 0 and math.isfinite(self.norm_eps)):
             raise SpecError("norm_eps", f"must be finite and >= 0, got {self.norm_eps!r}")
-        if (self.positions == "rope") != (self.attention.rope_dims > 0):
+        self._check_layers()
+        embeddings.check(self)
+        latent.check(self)
+        rope = [layer.attention.rope_dims for layer in self.layer_specs]
+        if (self.positions == "rope") != (max(rope) > 0):
             raise SpecError(
-                "positions", f"'{self.positions}' but the attention spec has rope_dims={self.attention.rope_dims}"
+                "positions", f"'{self.positions}' but the attention specs have rope_dims={sorted(set(rope))}"
             )
         if self.shared_norm and not self.parallel:
             raise SpecError("shared_norm", "only parallel blocks share a norm")
@@ -91,8 +102,56 @@ class ModelSpec:
             raise SpecError("final_norm", "a post-LN model ends with its last block's norm; set final_norm false")
         if self.seq_len > self.max_positions:
             raise SpecError("seq_len", f"{self.seq_len} exceeds max_positions={self.max_positions}")
-        if self.attention.seq_len is not None and self.attention.seq_len < self.seq_len:
-            raise SpecError("seq_len", f"{self.seq_len} exceeds the attention spec's seq_len={self.attention.seq_len}")
+        for layer in self.layer_specs:
+            if layer.attention.seq_len is not None and layer.attention.seq_len < self.seq_len:
+                raise SpecError(
+                    "seq_len", f"{self.seq_len} exceeds the attention spec's seq_len={layer.attention.seq_len}"
+                )
+
+    def _check_layers(self) -> None:
+        """`layers`: n_layers LayerSpecs of width d, layer 0 the top-level fields; uniform ones are stored as ()."""
+        layers = tuple(self.layers)
+        if not layers:
+            return
+        if len(layers) != self.n_layers:
+            raise SpecError("layers", f"has {len(layers)} entries for n_layers={self.n_layers}")
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, LayerSpec):
+                raise SpecError("layers", f"entry {i} must be a LayerSpec, got {type(layer).__name__}")
+            if layer.attention.d_model != self.d_model:
+                raise SpecError("layers", f"layer {i} has d_model {layer.attention.d_model}, layer 0 {self.d_model}")
+        first = layers[0]
+        if first.attention != self.attention or (isinstance(first.mlp, MLPSpec) and first != self.uniform_layer):
+            raise SpecError(
+                "layers", "layer 0 must be the top-level attention and MLP: build with ModelSpec.from_layers"
+            )
+        uniform = first == self.uniform_layer and all(layer == first for layer in layers)
+        object.__setattr__(self, "layers", () if uniform else layers)
+
+    @classmethod
+    def from_layers(cls, layers, **fields) -> ModelSpec:
+        """A model whose blocks are `layers` (LayerSpecs, one per block); fields: the other ModelSpec fields."""
+        layers = tuple(layers)
+        if not layers:
+            raise SpecError("layers", "needs at least one block")
+        first = layers[0]
+        mlp = first.mlp
+        top = {"attention": first.attention, "n_layers": len(layers), "layers": layers}
+        # an MLP of another kind (its own protocol) leaves the top-level MLP fields to `fields` or its own names
+        for name, attr in (("d_ff", "d_ff"), ("mlp", "kind"), ("mlp_bias", "bias")):
+            if hasattr(mlp, attr) and (isinstance(mlp, MLPSpec) or name not in fields):
+                top[name] = getattr(mlp, attr)
+        return cls(**{**fields, **top})
+
+    @property
+    def uniform_layer(self) -> LayerSpec:
+        """The block the top-level fields describe (layer 0)."""
+        return LayerSpec(self.attention, MLPSpec(self.d_ff, self.mlp, self.mlp_bias))
+
+    @property
+    def layer_specs(self) -> tuple[LayerSpec, ...]:
+        """Every block's LayerSpec, in order (n_layers of them)."""
+        return self.layers or (self.uniform_layer,) * self.n_layers
 
     @property
     def d_model(self) -> int:
@@ -105,21 +164,25 @@ class ModelSpec:
     def with_eps(self, scale: float) -> ModelSpec:
         """Every norm's eps (the model's and the attention layer's q/k norms) multiplied by `scale`;
         scale 0 is the exact-symmetry limit, where the weakly identified directions become exact."""
-        attention = dataclasses.replace(self.attention, norm_eps=self.attention.norm_eps * scale)
-        return self.replace(norm_eps=self.norm_eps * scale, attention=attention)
+
+        def scaled(a):
+            return dataclasses.replace(a, norm_eps=a.norm_eps * scale)
+
+        layers = tuple(dataclasses.replace(x, attention=scaled(x.attention)) for x in self.layers)
+        return self.replace(norm_eps=self.norm_eps * scale, attention=scaled(self.attention), layers=layers)
 
     def replace(self, **changes) -> ModelSpec:
-        fields = asdict(self)
-        fields["attention"] = self.attention
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         fields.update(changes)
         return ModelSpec(**fields)
 
     def block_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
         """The flat layout's blocks in order, (name, shape) (the layout is `attnid.model.layout`)."""
-        d, V, m, T = self.d_model, self.vocab_size, self.d_ff, self.max_positions
+        d, V, T = self.d_model, self.vocab_size, self.max_positions
         shapes: list[tuple[str, tuple[int, ...]]] = [("embed", (V, d))]
         if self.positions == "learned":
             shapes.append(("pos", (T, d)))
+        shapes += embeddings.shapes_after_positions(self)
 
         def norm(name):
             shapes.append((f"{name}.gain", (d,)))
@@ -128,22 +191,16 @@ class ModelSpec:
 
         if self.embedding_norm:
             norm("embed_norm")
-        for layer in range(self.n_layers):
-            prefix = f"layers.{layer}"
+        for i, layer in enumerate(self.layer_specs):
+            prefix = f"layers.{i}"
             norm(f"{prefix}.norm_1")
-            shapes.append((f"{prefix}.attn", (self.attention.n_params,)))
+            shapes.append((f"{prefix}.attn", (layer.attention.n_params,)))
             if not self.shared_norm:
                 norm(f"{prefix}.norm_2")
-            maps = (("gate", (d, m)), ("up", (d, m))) if self.gated else (("up", (d, m)),)
-            for name, shape in maps:
-                shapes.append((f"{prefix}.mlp.{name}", shape))
-                if self.mlp_bias:
-                    shapes.append((f"{prefix}.mlp.{name}_bias", (m,)))
-            shapes.append((f"{prefix}.mlp.down", (m, d)))
-            if self.mlp_bias:
-                shapes.append((f"{prefix}.mlp.down_bias", (d,)))
+            shapes += [(f"{prefix}.mlp.{name}", shape) for name, shape in layer.mlp.shapes(d)]
         if self.final_norm:
             norm("final_norm")
+        shapes += embeddings.shapes_before_unembed(self)
         if not self.tied:
             shapes.append(("unembed", (d, V)))
         if self.lm_head_bias:
@@ -164,7 +221,7 @@ class ModelSpec:
                 names.append(f"layers.{layer}.norm_2")
         if self.final_norm:
             names.append("final_norm")
-        return names
+        return names + (["mlm_norm"] if self.mlm_head else [])
 
     @property
     def label(self) -> str:
@@ -182,9 +239,14 @@ class ModelSpec:
             "" if self.final_norm else "nofinal",
         ]
         parts += ["embnorm" if self.embedding_norm else "", "hb" if self.lm_head_bias else "", f"eps{self.norm_eps:g}"]
+        parts += [f"types{self.token_types}" if self.token_types else "", "mlm" if self.mlm_head else ""]
+        if self.layers:  # the block pattern, then every block after the first by letter
+            order, distinct = pattern(self.layers)
+            parts += [f"layers{order}"] + [f"{chr(ord('a') + i)}={x.label}" for i, x in enumerate(distinct) if i]
         return "_".join(p for p in parts if p)
 
     def to_row(self) -> dict:
         """A flat dict for a table row (the attention spec as its label)."""
-        row = {k: v for k, v in asdict(self).items() if k != "attention"}
+        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("attention", "layers")}
+        row["layers"] = pattern(self.layers)[0] if self.layers else ""
         return {"label": self.label, "attention": self.attention.label, "d_model": self.d_model, **row}

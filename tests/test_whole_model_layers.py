@@ -1,0 +1,104 @@
+"""Whole models whose blocks differ (ModelSpec.layers): the spec, the function, the count against the judge."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from attnid.hf import stored_config
+from attnid.model.counting import count_model
+from attnid.model.forward import logits
+from attnid.model.from_hf import model_spec
+from attnid.model.grid import own_spec
+from attnid.model.judge import measure
+from attnid.model.layers import LayerSpec, MLPSpec
+from attnid.model.layout import ModelLayout
+from attnid.model.shipped import shipped_row
+from attnid.model.spec import ModelSpec
+from attnid.spec import AttentionSpec, SpecError
+
+# Blocks that differ in heads, head sizes, biases, MLP width, kind and bias (LayerNorm, learned positions).
+MIXED = {
+    "attention": {"biases": "qkvo"},
+    "mlp_bias": True,
+    "layers": [
+        {"d_ff": 4},
+        {"attention": {"n_heads": 1, "d_head_qk": 6, "d_head_v": 3, "biases": "qv"}, "d_ff": 10, "mlp": "relu",
+         "mlp_bias": False},
+    ],
+}  # fmt: skip
+# Blocks that differ in RoPE base, sliding window, head and KV-group counts and MLP width (RMSNorm, SwiGLU).
+ROPE = {
+    "attention": {"rope_dims": 4, "n_kv_heads": 1},
+    "positions": "rope",
+    "norm": "rmsnorm",
+    "norm_bias": False,
+    "mlp": "swiglu",
+    "layers": [
+        {"attention": {"rope_base": 1.0e4, "sliding_window": 3}},
+        {"attention": {"rope_base": 1.0e6, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 4, "d_head_v": 4}, "d_ff": 12},
+    ],
+}
+
+
+def test_uniform_layers_are_stored_as_uniform():
+    spec = own_spec({})
+    same = ModelSpec.from_layers(spec.layer_specs, vocab_size=12, max_positions=6, norm_eps=0.0)
+    assert same == spec and same.layers == ()
+    assert len(spec.layer_specs) == spec.n_layers
+
+
+def test_layers_are_checked():
+    spec = own_spec(MIXED)
+    assert spec.layers and spec.layers[0] == spec.uniform_layer
+    with pytest.raises(SpecError, match="layers"):
+        spec.replace(n_layers=3)
+    with pytest.raises(SpecError, match="layers"):
+        spec.replace(d_ff=7)  # layer 0 no longer the top-level MLP
+    wide = LayerSpec(AttentionSpec(d_model=12, n_heads=2), MLPSpec(8))
+    with pytest.raises(SpecError, match="d_model"):
+        ModelSpec.from_layers([spec.layers[0], wide], vocab_size=12)
+    with pytest.raises(SpecError, match="layers"):
+        own_spec({"layers": [{"n_heads": 3}, {}]})  # attention fields belong under `attention`
+
+
+def test_layout_follows_each_block():
+    spec = own_spec(MIXED)
+    layout = ModelLayout(spec)
+    assert layout.size == spec.n_params
+    assert layout.blocks["layers.0.mlp.up"][1] == (8, 4) and layout.blocks["layers.1.mlp.up"][1] == (8, 10)
+    assert "layers.1.mlp.down_bias" not in layout.blocks
+    sizes = [layout.blocks[f"layers.{i}.attn"][1][0] for i in range(2)]
+    assert sizes == [x.attention.n_params for x in spec.layer_specs] and sizes[0] != sizes[1]
+
+
+def test_blocks_are_their_own_functions():
+    """Changing only layer 1's RoPE base changes the logits: the forward pass reads every block's own spec."""
+    spec = own_spec(ROPE)
+    other = ModelSpec.from_layers(
+        [spec.layers[0], dataclasses.replace(spec.layers[1], attention=dataclasses.replace(spec.layers[1].attention,
+                                                                                          rope_base=1.0e4))],
+        **{k: getattr(spec, k) for k in ("vocab_size", "max_positions", "norm", "norm_bias", "norm_eps", "positions")},
+    )  # fmt: skip
+    theta = ModelLayout(spec).init(torch.Generator().manual_seed(0))
+    tokens = torch.arange(spec.seq_len) % spec.vocab_size
+    assert not torch.allclose(logits(theta, tokens, spec), logits(theta, tokens, other))
+
+
+@pytest.mark.parametrize("fields", [MIXED, ROPE], ids=["mixed", "rope"])
+def test_per_layer_count_agrees_with_jacobian(fields):
+    spec = own_spec(fields)
+    counts, result = count_model(spec), measure(spec)
+    assert result["measured"] == result["measured_half"] == counts.unidentified
+    assert result["gap"] > 5
+
+
+def test_gemma3_27b_counts_with_its_local_and_global_layers():
+    spec = model_spec(stored_config("gemma3_27b"))
+    bases = [x.attention.rope_base for x in spec.layer_specs]
+    assert sorted(set(bases)) == [1.0e4, 1.0e6] and bases[:6] == [1.0e4] * 5 + [1.0e6]
+    row = shipped_row("gemma3_27b")
+    assert row["status"] == "ok" and row["P"] == spec.n_params
+    # the two kinds of block differ only in the RoPE base, which no count depends on
+    uniform = spec.replace(layers=())
+    assert count_model(uniform).unidentified == row["unidentified"]
