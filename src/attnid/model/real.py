@@ -103,6 +103,16 @@ TINY = {
         },
     ),
 }
+# DeepSeek's multi-head latent attention: 2 heads, nope 4 + rope 2, values 4, ranks r_kv 4 and r_q 6 (V3) or a
+# plain q_proj (V2); dense SwiGLU MLPs in every block (first_k_dense_replace = n_layers). At V = 16 the first
+# block's query latent reads fewer points than r_q (r_q + 1) / 2 + 1 = 22 (attnid.model.latent).
+_DEEPSEEK = {"vocab_size": 16, "hidden_size": 8, "intermediate_size": 16, "moe_intermediate_size": 8,
+             "num_hidden_layers": 2, "first_k_dense_replace": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+             "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "n_routed_experts": 2,
+             "num_experts_per_tok": 1, "n_group": 1, "topk_group": 1, "max_position_embeddings": 64,
+             "rms_norm_eps": 1e-6, "tie_word_embeddings": False}  # fmt: skip
+TINY["deepseek_v3"] = ("DeepseekV3ForCausalLM", {"model_type": "deepseek_v3", "q_lora_rank": 6, **_DEEPSEEK})
+TINY["deepseek_v2"] = ("DeepseekV2ForCausalLM", {"model_type": "deepseek_v2", "q_lora_rank": None, **_DEEPSEEK})
 SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
 
 
