@@ -12,6 +12,7 @@ gradient although the forward pass reads it: the pad token is set to None and ev
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -102,17 +103,37 @@ TINY = {
             "tie_word_embeddings": True,
         },
     ),
+    # a LayerNorm on the word embeddings before pre-LN blocks, ALiBi, tied (attnid.model.embeddings)
+    "bloom": (
+        "BloomForCausalLM",
+        {"model_type": "bloom", "vocab_size": 16, "hidden_size": 8, "n_head": 2, "n_layer": 1,
+         "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True},
+    ),  # fmt: skip
+    # post-LN, token types (ids all 0), the MLM head; eps 1e-5 instead of BERT's 1e-12 (its scales stay above the cut)
+    "bert_mlm": (
+        "BertForMaskedLM",
+        {"model_type": "bert", "vocab_size": 16, "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
+         "intermediate_size": 8, "max_position_embeddings": 6, "type_vocab_size": 2, "hidden_act": "gelu",
+         "layer_norm_eps": 1e-5, "tie_word_embeddings": True},
+    ),  # fmt: skip
 }
 # DeepSeek's multi-head latent attention: 2 heads, nope 4 + rope 2, values 4, ranks r_kv 4 and r_q 6 (V3) or a
-# plain q_proj (V2); dense SwiGLU MLPs in every block (first_k_dense_replace = n_layers). At V = 16 the first
+# plain q_proj (V2); one block with a dense SwiGLU MLP (first_k_dense_replace = n_layers). At V = 16 the first
 # block's query latent reads fewer points than r_q (r_q + 1) / 2 + 1 = 22 (attnid.model.latent).
 _DEEPSEEK = {"vocab_size": 16, "hidden_size": 8, "intermediate_size": 16, "moe_intermediate_size": 8,
-             "num_hidden_layers": 2, "first_k_dense_replace": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+             "num_hidden_layers": 1, "first_k_dense_replace": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
              "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "n_routed_experts": 2,
              "num_experts_per_tok": 1, "n_group": 1, "topk_group": 1, "max_position_embeddings": 64,
              "rms_norm_eps": 1e-6, "tie_word_embeddings": False}  # fmt: skip
 TINY["deepseek_v3"] = ("DeepseekV3ForCausalLM", {"model_type": "deepseek_v3", "q_lora_rank": 6, **_DEEPSEEK})
 TINY["deepseek_v2"] = ("DeepseekV2ForCausalLM", {"model_type": "deepseek_v2", "q_lora_rank": None, **_DEEPSEEK})
+# Mixtures of experts (attnid.model.moe), one block of 4 experts of width 4, 2 per token: Mixtral (renormalised),
+# Qwen3-MoE without norm_topk_prob, GPT-OSS (router and expert biases, clamped experts, attention sinks and biases).
+_MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_layers": 1, "intermediate_size": 4,
+        "moe_intermediate_size": 4, "num_experts_per_tok": 2}  # fmt: skip
+TINY["mixtral_moe"] = ("MixtralForCausalLM", {"model_type": "mixtral", "num_local_experts": 4, **_MOE})
+TINY["qwen3_moe"] = ("Qwen3MoeForCausalLM", {"model_type": "qwen3_moe", "num_experts": 4, "norm_topk_prob": False, **_MOE})
+TINY["gpt_oss_moe"] = ("GptOssForCausalLM", {"model_type": "gpt_oss", "num_local_experts": 4, **_MOE, "rms_norm_eps": 1e-5})
 SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
 
 
@@ -164,10 +185,14 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
     kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
+    if any(key in cfg for key in ("num_local_experts", "num_experts", "n_routed_experts")):
+        config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     model = getattr(transformers, class_name)(config).to(DTYPE).eval()
     for sub in model.modules():
         if isinstance(sub, torch.nn.Embedding):
             sub.padding_idx = None
+        if type(sub).__name__ == "BloomGelu":  # its autograd.Function has no functorch rule: the same formula, plain
+            sub.forward = sys.modules[type(sub).__module__].bloom_gelu_forward
         if eps is not None:
             for attr in ("variance_epsilon", "eps"):
                 if isinstance(getattr(sub, attr, None), float):
