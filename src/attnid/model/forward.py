@@ -13,6 +13,7 @@ from ..attention import attention
 from .embeddings import add_token_type, mlm_transform
 from .layers import MLPSpec
 from .layout import ModelLayout
+from .moe import MoESpec, moe_forward
 from .spec import ModelSpec
 
 
@@ -31,6 +32,8 @@ def norm(x: torch.Tensor, w: dict, name: str, spec: ModelSpec, eps: float | None
 
 def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
     """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d)."""
+    if isinstance(spec, MoESpec):
+        return moe_forward(x, w, prefix, spec)
 
     def linear(z, name):
         out = z @ w[f"{prefix}.{name}"]

@@ -20,6 +20,7 @@ from .forward import logits
 from .judge import has_eps, measure_function, model_sizing, random_tokens
 from .layers import LayerSpec, MLPSpec
 from .layout import ModelLayout
+from .moe import MoESpec, expert_loads
 from .spec import ModelSpec
 
 # The base of every own case: vocab 12, 2 layers, d_model 8, 2 heads of 4, d_ff 8, 6 positions, eps 0.
@@ -30,10 +31,17 @@ BASE_ATTENTION = {"d_model": 8, "n_heads": 2, "causal": True}
 def own_spec(fields: dict) -> ModelSpec:
     """A ModelSpec from BASE overridden by `fields` (its `attention` a mapping of AttentionSpec fields); an
     optional `layers`, one mapping per block, overrides the case's attention fields (`attention`) and MLP
-    fields (d_ff, mlp, mlp_bias) block by block."""
+    fields (d_ff, mlp, mlp_bias) block by block; an optional `moe` (MoESpec fields) makes every block's MLP
+    that mixture of experts."""
     fields = {**BASE, **fields}
     attention = {**BASE_ATTENTION, **(fields.pop("attention", None) or {})}
     per_layer = fields.pop("layers", None)
+    moe = fields.pop("moe", None)
+    if moe is not None:  # every block's MLP one mixture of experts (MoESpec fields)
+        if per_layer:
+            raise SpecError("moe", "give either moe (every block) or layers, not both")
+        block = LayerSpec(AttentionSpec.from_config(attention), MoESpec.from_config(moe))
+        return ModelSpec.from_layers([block] * fields.pop("n_layers"), **fields)
     if not per_layer:
         return ModelSpec(attention=AttentionSpec.from_config(attention), **fields)
     mlp = {"d_ff": fields.pop("d_ff"), "kind": fields.pop("mlp", "gelu"), "bias": fields.pop("mlp_bias", False)}
@@ -60,9 +68,13 @@ def verify_case(
     tokens = random_tokens(spec, sizing, torch.Generator().manual_seed(seed + 1000))
     f, theta = make(seed, False)
     at = measure_function(f, theta, tokens, half=True)
+    with expert_loads() as loads:  # positions routed to each expert on the first half (our own MoE function only)
+        f(theta, tokens[: tokens.shape[0] // 2])
     row = {"case": name, "kind": kind, "label": spec.label, "P": theta.numel(), "P_spec": spec.n_params}
     row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
     row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
+    if loads:
+        row["expert_min_positions"] = int(min(x.min() for x in loads))
     row |= {"weak_count": counts.weakly_identified, "weak_measured": 0}
     if has_eps(spec):
         f0, theta0 = make(seed, True)

@@ -9,6 +9,9 @@ B = ceil(N / T) sequences of the full length T = seq_len (every position row in 
 Tokens are drawn balanced (each vocabulary entry equally often, then shuffled), so every
 embedding row is seen at least N / V >= 3 d times for the sizes used here. The count is
 re-measured on the first half of the sequences and at another seed (new theta and tokens).
+A mixture of experts routes a position to k of its E experts, and an expert is seen only on the
+positions routed to it: P is replaced by max(P, (E / k) p_e), p_e one routed expert's parameters
+(`attnid.model.moe.routed_params`), so that each expert is routed about oversample p_e / info positions.
 
 Rank: singular values above RANK_RTOL * sigma_max (the attention judge's threshold, 1e-10).
 Weakly identified directions: with eps > 0 a norm's exact scale symmetry becomes a direction
@@ -30,6 +33,7 @@ from torch.func import jacrev, vmap
 from ..jacobian import RANK_RTOL, numerical_rank
 from .forward import logits
 from .layout import ModelLayout
+from .moe import routed_params
 from .spec import ModelSpec
 
 DTYPE = torch.float64
@@ -54,7 +58,7 @@ def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
     """Positions and sequences by information per position (rule in the module docstring)."""
     P = ModelLayout(spec).size
     info = min(spec.vocab_size, spec.d_model)
-    positions = math.ceil(oversample * P / info)
+    positions = math.ceil(oversample * max(P, routed_params(spec)) / info)
     T = spec.seq_len
     return ModelSizing(info, positions, T, max(2, math.ceil(positions / T)))
 

@@ -62,6 +62,6 @@ class ModelLayout:
             elif name.endswith("bias"):
                 sample = 0.3 * sample
             elif name not in ("embed", "pos", "token_type"):
-                sample = sample / shape[0] ** 0.5
+                sample = sample / shape[-2 if len(shape) == 3 else 0] ** 0.5  # fan-in (an expert stack: (E, in, out))
             theta[self.slice(name)] = sample
         return theta

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ..spec import AttentionSpec, SpecError
-from . import embeddings, latent
+from . import embeddings, latent, moe
 from .layers import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")
@@ -89,6 +89,7 @@ class ModelSpec:
         self._check_layers()
         embeddings.check(self)
         latent.check(self)
+        moe.check(self)
         rope = [layer.attention.rope_dims for layer in self.layer_specs]
         if (self.positions == "rope") != (max(rope) > 0):
             raise SpecError(
@@ -226,7 +227,9 @@ class ModelSpec:
     @property
     def label(self) -> str:
         a = self.attention
-        parts = [f"V{self.vocab_size}", f"L{self.n_layers}", a.label, f"ff{self.d_ff}{self.mlp}"]
+        first_mlp = self.layer_specs[0].mlp  # an MLP of another kind (mixture of experts) by its own label
+        ff = f"ff{self.d_ff}{self.mlp}" if isinstance(first_mlp, MLPSpec) else first_mlp.label
+        parts = [f"V{self.vocab_size}", f"L{self.n_layers}", a.label, ff]
         parts += ["mb" if self.mlp_bias else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
         parts += [
             self.norm_position,
