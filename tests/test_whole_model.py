@@ -112,8 +112,8 @@ def test_refused_by_name():
         own_spec({"norm_position": "post", "final_norm": True})
     with pytest.raises(SpecError, match="vocab_size"):  # layer 0's parallel MLP on 12 points: not modelled
         count_model(own_spec({"parallel": True, "positions": "none"}))
-    with pytest.raises(SpecError, match="type_vocab_size"):
-        model_spec(stored_config("bert_base"))
+    with pytest.raises(SpecError, match="position_embedding_type"):  # relative positions: scores with parameters
+        model_spec({**stored_config("bert_base"), "position_embedding_type": "relative_key"})
     with pytest.raises(SpecError, match="num_local_experts"):
         model_spec(stored_config("mixtral_8x7b"))
 
@@ -130,7 +130,7 @@ def test_shipped_models():
     assert sum(counts["breakdown"].values()) == counts["unidentified"]
 
 
-def test_cli_whole_model_json():
+def test_cli_whole_model_json(tmp_path):
     import json
     import subprocess
     import sys
@@ -144,10 +144,13 @@ def test_cli_whole_model_json():
     assert out.returncode == 0, out.stderr
     model = json.loads(out.stdout)["model"]
     assert model == count_whole_model(stored_config("gpt2"))
+    relative = tmp_path / "config.json"
+    relative.write_text(json.dumps({**stored_config("bert_base"), "position_embedding_type": "relative_key"}))
     refused = subprocess.run(
-        [sys.executable, "-m", "attnid", "count", "--model", "bert_base", "--whole-model"],
+        [sys.executable, "-m", "attnid", "count", "--hf-config", str(relative), "--whole-model"],
         check=False,
         capture_output=True,
         text=True,
     )
-    assert refused.returncode == 2 and "type_vocab_size" in refused.stderr and "Traceback" not in refused.stderr
+    assert refused.returncode == 2 and "position_embedding_type" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -30,6 +30,10 @@ Token types (BERT's segments, token_type_ids all zero, the default of the forwar
 constant added at every position, so it trades with the learned positions (d); rows 1.. are
 never read (d each): token_types * d in all.
 
+Tied head after a LayerNorm (output n diag(g) + beta, n centred) with learned positions: E_t + a/g
+(the same a for every row; 1/g elementwise) moves the logits by a beta.(1/g), a constant that a
+head bias absorbs (or nothing, without beta), while the positions take -a/g: 1 dim.
+
 BERT's MLM head: the last post-LN norm is read by a dense d x d map with a bias, then GELU, then
 its own norm read by the unembedding (tied, with its own bias): the last block norm's gain (d),
 bias (d [beta]) and centring (rule 2, one reader of width d with a bias) move into the dense
@@ -125,9 +129,14 @@ def pre_ln_embedding_norm(spec, b: dict) -> tuple[int, int]:
 
 
 def head_and_type_terms(spec) -> dict:
-    """Breakdown terms of token types and of the MLM head (any norm position where the spec allows them)."""
+    """Breakdown terms of token types, of the MLM head and of a tied head's shift (module docstring)."""
     d, beta, ln = spec.d_model, spec.norm_bias, spec.norm == "layernorm"
     out = {"token_types": spec.token_types * d}
+    # A tied head reading a LayerNorm (the final norm, or a post-LN model's last norm) sees E_t + a/g only
+    # through the constant a beta.(1/g); the learned positions take -a/g back on the reading side.
+    reads_norm = spec.final_norm or spec.norm_position == "post"
+    if spec.tied and ln and reads_norm and spec.positions == "learned" and (spec.lm_head_bias or not beta):
+        out["tied_shift"] = 1
     if spec.mlm_head:  # the last block norm, now read by the dense map (a bias of its own)
         out["mlm_head"] = d + d * beta + (d if ln else 0)
     return out

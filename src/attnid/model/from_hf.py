@@ -4,8 +4,8 @@
 words); this module turns its facts into the whole-model vocabulary, one
 :class:`attnid.model.layers.LayerSpec` per block (a sliding window is dropped: it only needs to show
 a query T_min offsets, which `attnid.counting` checks), and refuses, naming the field, what the
-whole-model counting does not model: mixture-of-experts MLPs, BERT's token types and post-LN
-blocks, latent attention outside pre-LN RMSNorm blocks, non-gated SiLU MLPs, BLOOM's embedding LayerNorm.
+whole-model counting does not model: mixture-of-experts MLPs, latent attention outside pre-LN
+RMSNorm blocks, non-gated SiLU MLPs. BERT is BertForMaskedLM (token_type_ids all 0, the MLM head).
 """
 
 from __future__ import annotations
@@ -37,14 +37,6 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     """The whole model of a config mapping; seq_len (default: the config's max_position_embeddings) is the
     longest sequence it is used on."""
     facts = model_facts(cfg)
-    if facts.token_types:
-        raise SpecError("type_vocab_size", "token type embeddings are not modelled in the whole-model count")
-    if facts.model_type == "bloom":
-        raise SpecError(
-            "model_type", "BLOOM's embedding LayerNorm before pre-LN blocks is not modelled in the whole-model count"
-        )
-    if facts.post_ln:
-        raise SpecError("post_ln", "post-LN blocks are not modelled in the whole-model count")
     if facts.positions == "alibi":
         positions = "none"  # ALiBi adds fixed biases to the scores: the spec's `alibi` field carries it
     else:
@@ -80,5 +72,9 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         seq_len=seq_len,
         tied=facts.tied_embeddings,
         final_norm=facts.final_norm,
-        lm_head_bias=mt == "phi",
+        lm_head_bias=mt in ("phi", "bert"),  # BERT: the MLM decoder's bias
+        norm_position="post" if facts.post_ln else "pre",
+        embedding_norm=facts.embedding_norm,
+        token_types=facts.token_types,
+        mlm_head=mt == "bert",  # BertForMaskedLM, the model the config's architectures name
     )
