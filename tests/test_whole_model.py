@@ -110,12 +110,12 @@ def test_residual_rotation_and_centring_leave_logits_unchanged():
 def test_refused_by_name():
     with pytest.raises(SpecError, match="final_norm"):  # a post-LN model ends with its last block's norm
         own_spec({"norm_position": "post", "final_norm": True})
-    with pytest.raises(SpecError, match="vocab_size"):  # layer 0's parallel MLP on 12 points: not modelled
-        count_model(own_spec({"parallel": True, "positions": "none"}))
+    with pytest.raises(SpecError, match="final_norm"):  # layer 0's free MLP table and a raw-stream head
+        count_model(own_spec({"parallel": True, "positions": "none", "final_norm": False}))
     with pytest.raises(SpecError, match="position_embedding_type"):  # relative positions: scores with parameters
         model_spec({**stored_config("bert_base"), "position_embedding_type": "relative_key"})
-    with pytest.raises(SpecError, match="num_local_experts"):
-        model_spec(stored_config("mixtral_8x7b"))
+    with pytest.raises(SpecError, match="mlp_only_layers"):  # dense blocks between routed ones
+        model_spec({**stored_config("qwen3_30b_a3b"), "mlp_only_layers": [0]})
 
 
 def test_shipped_models():

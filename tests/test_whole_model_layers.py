@@ -102,3 +102,48 @@ def test_gemma3_27b_counts_with_its_local_and_global_layers():
     # the two kinds of block differ only in the RoPE base, which no count depends on
     uniform = spec.replace(layers=())
     assert count_model(uniform).unidentified == row["unidentified"]
+
+
+# A parallel block at layer 0 without learned positions (attnid.model.parallel_first): d_model 8 unless
+# set, one layer; the MLP's whole V x d_out output table is reachable (excess > 0) or not (excess 0).
+PARALLEL = {"parallel": True, "positions": "none", "n_layers": 1}
+FIRST_MLP = {
+    "untied_free_table": ({"vocab_size": 12}, 99),
+    "untied_near_crossover": ({"vocab_size": 24, "attention": {"d_model": 6}}, 7),
+    "untied_data_limited": ({"vocab_size": 26, "attention": {"d_model": 6}}, 0),
+    "tied_free_table_rmsnorm": ({"vocab_size": 12, "tied": True, "norm": "rmsnorm", "norm_bias": False}, 57),
+    "tied_near_crossover": ({"vocab_size": 19, "tied": True}, 6),
+    "tied_data_limited": ({"vocab_size": 20, "tied": True}, 0),
+    "tied_shared_norm_gqa_rope": (
+        {"vocab_size": 12, "tied": True, "shared_norm": True, "positions": "rope",
+         "attention": {"n_kv_heads": 1, "rope_dims": 2}},
+        59,
+    ),
+    "biases_swiglu": ({"vocab_size": 12, "attention": {"biases": "qkvo"}, "mlp": "swiglu", "mlp_bias": True}, 155),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_MLP))
+def test_parallel_first_mlp_table_agrees_with_jacobian(name):
+    fields, excess = FIRST_MLP[name]
+    spec = own_spec({**PARALLEL, **fields})
+    counts, result = count_model(spec), measure(spec, half=False)
+    assert counts.breakdown.get("first_mlp_table", 0) == excess
+    assert result["measured"] == counts.unidentified and result["gap"] > 5
+
+
+def test_falcon_40b_counts_in_the_free_table_regime():
+    """At Falcon-40B's sizes V d is below the layer-0 MLP's parameters: the table is free, and the
+    excess is the MLP's surplus plus the tied reading gauge; Falcon-7B's table stays data-limited."""
+    spec = model_spec(stored_config("falcon_40b"), seq_len=2048)
+    V, d, m = spec.vocab_size, spec.d_model, spec.d_ff
+    assert (V, d, m, spec.tied, spec.shared_norm) == (65024, 8192, 32768, True, False)
+    assert V * d < 2 * d * m  # the table has fewer entries than the MLP has parameters
+    row = shipped_row("falcon_40b")
+    d_out = d - 1
+    surplus = m * d + m * d_out - V * d_out  # effective parameters (LayerNorm beta, no biases) beyond the table
+    quadric = (d - 1) * d // 2
+    shift = min(spec.attention.n_kv_heads * spec.attention.d_head_v, d_out)  # the value bias (beta) through W_O
+    assert row["status"] == "ok" and row["src_first_mlp_table"] == surplus + quadric + 3 - V + shift
+    falcon_7b = shipped_row("falcon_7b")
+    assert falcon_7b["status"] == "ok" and falcon_7b.get("src_first_mlp_table", 0) == 0

@@ -40,16 +40,23 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    pos - 1 w^T (d_out dims; none when tied, the unembedding sees E). A post-LN model's raw
    embeddings also carry the shear h -> h + (h . v) 1 (d, untied only).
 9. Finite inputs: a parallel block's MLP at layer 0 without learned positions reads only the V
-   points Norm(E[t]) and adds a V x d_out table to E[t], whose row scales the norm does not see.
-   The rules hold while the MLP's effective parameters plus those V scales stay below V d_out;
-   beyond, the table is free, E's reading and writing roles decouple (measured: the excess plus
-   a rotation of the reading points, and more), and the count refuses the spec by name.
+   points Norm(E[t]) and writes a V x d_out table added to E[t] (`attnid.model.parallel_first`):
+   max(0, reach + k - V d_out) more, reach = the MLP's effective parameters (+ V row scales of E,
+   untied), k = the point maps layer 0's readers absorb (+ a shift of the table against b_O).
 
 10. Post-LN blocks (x -> Norm(x + f(x))): see :func:`_post_ln`; the stream between norms carries
    the norms' gains and biases through the skip, so they are seen except for beta's ones
    component, its trade with the next sublayer's own constant, one scale per sublayer, the shear
    of raw embeddings, a uniform shift of the raw embeddings that the first attention's biases
    absorb, and, with a single block, one rotation pair around the skip map.
+
+14. Latent attention (`attnid.model.latent`): per block the layer's count, r (r + 1) / 2 per latent
+   + H u^2 + p + H v^2 (1 + [r_q > 0] weak scales); the first block reads V token points, so each
+   latent there admits W_D -> W_D A / kappa keeping |y_t A| on them: max(0, r (r + 1) / 2 + 1 - V) exact.
+15. Mixture of experts (`attnid.model.moe`): the top-k choice is locally constant on finitely many inputs, so
+   per block E m hidden units (GPT-OSS's (up + 1) needs its up bias) + the shared experts' units, and the
+   router's common shift z -> z + x.v when the weights are a softmax: d_in + [b_r] per component of the
+   chosen-together graph if renormalised over the chosen (1; n_group if topk_group = 1; E if k = 1), else once.
 
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
 Blocks that differ (`ModelSpec.layers`: their own attention spec and MLP) add their own per-block
@@ -64,9 +71,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..counting import Counts, _fibre_of_product, count
-from ..spec import SpecError
 from .embeddings import head_and_type_terms, pre_ln_embedding_norm
 from .latent import latent_fibre, token_point_terms
+from .moe import MoESpec, moe_terms
+from .parallel_first import first_mlp_excess
 from .spec import ModelSpec
 
 
@@ -156,21 +164,15 @@ def count_model(spec: ModelSpec) -> Counts:
             b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)
         else:
             b["residual_rotations"], scales = rotations + (0 if spec.final_norm or not ln else d), 1
-        b["mlp_hidden"] = sum(x.mlp.hidden_scalings for x in layers)
+        b["mlp_hidden"] = sum(x.mlp.hidden_scalings for x in layers if not isinstance(x.mlp, MoESpec))
+        b.update(moe_terms(spec, d_c))  # rule 15
         b["latent_token_points"], weak_lost = token_point_terms(spec)  # rule 14: the first block reads V points
         attn_weak -= weak_lost
         b["embeddings"] = d_out if learned and not tied else 0
         extra_scales, embed_weak = pre_ln_embedding_norm(spec, b)  # rule 11
         scales += extra_scales
         b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
-        effective = layers[0].mlp.effective(d_c, d_out, beta)
-        if spec.parallel and not learned and effective + V >= V * d_out:
-            raise SpecError(
-                "vocab_size",
-                f"layer 0's parallel MLP reads only the V={V} points Norm(E[t]); with the V row scales of E its "
-                f"{effective} effective parameters reach its whole V x {d_out} output "
-                "table, which decouples E's reading and writing roles: not modelled",
-            )
+        b["first_mlp_table"] = first_mlp_excess(spec, d_c, d_out, d_const)  # rule 9
     else:
         b, scales, attn_weak = _post_ln(spec)
         embed_weak = 0
