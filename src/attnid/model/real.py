@@ -127,6 +127,13 @@ _DEEPSEEK = {"vocab_size": 16, "hidden_size": 8, "intermediate_size": 16, "moe_i
              "rms_norm_eps": 1e-6, "tie_word_embeddings": False}  # fmt: skip
 TINY["deepseek_v3"] = ("DeepseekV3ForCausalLM", {"model_type": "deepseek_v3", "q_lora_rank": 6, **_DEEPSEEK})
 TINY["deepseek_v2"] = ("DeepseekV2ForCausalLM", {"model_type": "deepseek_v2", "q_lora_rank": None, **_DEEPSEEK})
+# DeepSeek-V3 whole: a dense block, then a block of 4 routed experts of width 4 (2 per token, sigmoid scores
+# renormalised, scaled by 2.5) and one shared expert (attnid.model.moe).
+TINY["deepseek_v3_moe"] = (
+    "DeepseekV3ForCausalLM",
+    {**TINY["deepseek_v3"][1], "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
+     "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 4},
+)  # fmt: skip
 # Mixtures of experts (attnid.model.moe), one block of 4 experts of width 4, 2 per token: Mixtral (renormalised),
 # Qwen3-MoE without norm_topk_prob, GPT-OSS (router and expert biases, clamped experts, attention sinks and biases).
 _MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_layers": 1, "intermediate_size": 4,
