@@ -26,12 +26,12 @@ R^d, so the layer reads and writes d dims.
 
 Finite inputs (new). Without learned positions the first block reads only the V points
 x_t = n(E[t]) diag(g_1). A latent then admits W_D -> W_D A / kappa for every A and kappa > 0 with
-|y_t A|^2 - |y_t|^2 = r eps (kappa^2 - 1) at the V points y_t = x_t W_D (then every
-rms(y_t A / kappa) is rms(y_t) times the same linear map, which W_U takes back): S = A A^T meets
+|y_t A|^2 - |y_t|^2 = r eps (1 - kappa^2) at the V points y_t = x_t W_D (then every
+rms(y_t A / kappa) is rms(y_t) A, which W_U -> diag(g')^-1 A^-1 diag(g) W_U takes back): S = A A^T meets
 V generic linear conditions, so the first block holds max(0, r (r + 1) / 2 + 1 - V) exact
 directions per latent beyond O(r) and the gains, the down-projection's scale among them (it is
-no longer weakly identified there; at eps = 0 it was exact anyway). At real sizes this is the
-dominant latent term: DeepSeek-V3 (r_q = 1536, r = 512, V = 129,280) has
+no longer weakly identified there; at eps = 0 it was exact anyway). At real sizes the term is
+large: DeepSeek-V3 (r_q = 1536, r = 512, V = 129,280) has
 1,180,417 - 129,280 + 131,329 - 129,280 = 1,053,186 of them in its first block. Later blocks read
 mixtures over the context: generic inputs. The rule needs V >= rank (the points span R^r).
 
