@@ -4,7 +4,8 @@
 words); this module turns its facts into the whole-model vocabulary, one
 :class:`attnid.model.layers.LayerSpec` per block (a sliding window is dropped: it only needs to show
 a query T_min offsets, which `attnid.counting` checks), and refuses, naming the field, what the
-whole-model counting does not model: mixture-of-experts MLPs, latent attention outside pre-LN
+whole-model counting does not model: mixture-of-experts MLPs other than those of
+`attnid.model.moe.moe_spec`, latent attention outside pre-LN
 RMSNorm blocks, non-gated SiLU MLPs. BERT is BertForMaskedLM (token_type_ids all 0, the MLM head).
 """
 
@@ -15,6 +16,7 @@ import dataclasses
 from ..hf.mapping import model_facts
 from ..spec import SpecError
 from .layers import LayerSpec, MLPSpec
+from .moe import moe_spec
 from .spec import ModelSpec
 
 # Parallel blocks with one norm for both branches; GPT-NeoX and Falcon's new decoder use two.
@@ -43,12 +45,11 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         positions = facts.positions
     layers = []
     for i, block in enumerate(facts.blocks):
-        if block.mlp.n_experts:
-            raise SpecError(
-                "num_local_experts", f"layer {i} is a mixture of experts: not modelled in the whole-model count"
-            )
         attention = dataclasses.replace(block.attention, sliding_window=0, seq_len=None)
-        mlp = MLPSpec(block.mlp.d_hidden, _mlp_kind(block.mlp.activation, block.mlp.gated), block.mlp.bias)
+        if block.mlp.n_experts:
+            mlp = moe_spec(cfg, facts.model_type, block.mlp)
+        else:
+            mlp = MLPSpec(block.mlp.d_hidden, _mlp_kind(block.mlp.activation, block.mlp.gated), block.mlp.bias)
         layers.append(LayerSpec(attention, mlp))
     max_positions = int(facts.max_positions or seq_len or 1)
     if seq_len is None:

@@ -10,6 +10,7 @@ measured == count, the same on half the data and at the other seed, weak measure
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -20,7 +21,7 @@ from .forward import logits
 from .judge import has_eps, measure_function, model_sizing, random_tokens
 from .layers import LayerSpec, MLPSpec
 from .layout import ModelLayout
-from .moe import MoESpec, expert_loads
+from .moe import MoESpec, expert_need, routed_tokens
 from .spec import ModelSpec
 
 # The base of every own case: vocab 12, 2 layers, d_model 8, 2 heads of 4, d_ff 8, 6 positions, eps 0.
@@ -65,16 +66,24 @@ def verify_case(
     start = time.perf_counter()
     counts = count_model(spec)
     sizing = model_sizing(spec, oversample)
-    tokens = random_tokens(spec, sizing, torch.Generator().manual_seed(seed + 1000))
+
+    def draw(f, theta, token_seed):  # more sequences while an expert of our own MoE function is routed too few
+        def tokens_of(batch):
+            resized = dataclasses.replace(sizing, batch=batch)
+            return random_tokens(spec, resized, torch.Generator().manual_seed(token_seed))
+
+        return routed_tokens(spec, f, theta, tokens_of, sizing.batch, oversample)
+
     f, theta = make(seed, False)
+    tokens, fewest = draw(f, theta, seed + 1000)
     at = measure_function(f, theta, tokens, half=True)
-    with expert_loads() as loads:  # positions routed to each expert on the first half (our own MoE function only)
-        f(theta, tokens[: tokens.shape[0] // 2])
     row = {"case": name, "kind": kind, "label": spec.label, "P": theta.numel(), "P_spec": spec.n_params}
     row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
     row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
-    if loads:
-        row["expert_min_positions"] = int(min(x.min() for x in loads))
+    checks = []
+    if fewest is not None:  # positions routed to the least used expert on the first half, and the need
+        row |= {"expert_min_positions": fewest, "expert_need": expert_need(spec, oversample)}
+        checks.append(fewest >= row["expert_need"])
     row |= {"weak_count": counts.weakly_identified, "weak_measured": 0}
     if has_eps(spec):
         f0, theta0 = make(seed, True)
@@ -84,10 +93,10 @@ def verify_case(
             kept = at["sigma"][at["rank"] - row["weak_measured"] : at["rank"]]
             row |= {"weak_sigma_min": float(kept.min()), "weak_sigma_max": float(kept.max())}
             row["sigma_kept"] = float(at["sigma"][at["rank"] - row["weak_measured"] - 1])  # smallest strong one
-    checks = [row["P"] == row["P_spec"], at["measured"] == counts.unidentified, at["measured_half"] == at["measured"]]
+    checks += [row["P"] == row["P_spec"], at["measured"] == counts.unidentified, at["measured_half"] == at["measured"]]
     if other_seed:
         f1, theta1 = make(seed + 1, False)
-        tokens1 = random_tokens(spec, sizing, torch.Generator().manual_seed(seed + 1001))
+        tokens1, _ = draw(f1, theta1, seed + 1001)
         row["measured_other_seed"] = measure_function(f1, theta1, tokens1, half=False)["measured"]
         checks.append(row["measured_other_seed"] == at["measured"])
     checks.append(row["weak_measured"] == row["weak_count"])

@@ -11,7 +11,9 @@ embedding row is seen at least N / V >= 3 d times for the sizes used here. The c
 re-measured on the first half of the sequences and at another seed (new theta and tokens).
 A mixture of experts routes a position to k of its E experts, and an expert is seen only on the
 positions routed to it: P is replaced by max(P, (E / k) p_e), p_e one routed expert's parameters
-(`attnid.model.moe.routed_params`), so that each expert is routed about oversample p_e / info positions.
+(`attnid.model.moe.routed_params`), so that each expert is routed about oversample p_e / info positions;
+a random point routes unevenly, so the grid adds sequences until every expert of our own function is
+routed that many positions on the first half of the data (`attnid.model.moe.routed_tokens`).
 
 Rank: singular values above RANK_RTOL * sigma_max (the attention judge's threshold, 1e-10).
 Weakly identified directions: with eps > 0 a norm's exact scale symmetry becomes a direction

@@ -203,11 +203,6 @@ class MoESpec:
         return cls(**mapping)
 
 
-def moe_counts(moe: MoESpec, d_in: int) -> dict[str, int]:
-    """The MoE block's own unidentified dimensions by source (per layer)."""
-    return {"moe_hidden_units": moe.hidden_scalings, "moe_router": moe.router_free(d_in)}
-
-
 _LOADS: list | None = None  # while `expert_loads` runs: every MoE call's positions per expert
 
 
@@ -286,21 +281,49 @@ def check(spec) -> None:
 
 def moe_terms(spec, d_in: int) -> dict[str, int]:
     """The MoE blocks' own sources, summed over blocks (rule in the module docstring)."""
-    blocks = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+    blocks = _moe_blocks(spec)
     return {
         "moe_hidden_units": sum(m.hidden_scalings for m in blocks),
         "moe_router": sum(m.router_free(d_in) for m in blocks),
     }
 
 
-def routed_params(spec) -> int:
-    """(E / k) p_e, the largest over MoE blocks (p_e: one routed expert's parameters); 0 without MoE.
-    An expert sees about k / E of the positions, so the judge needs (E / k) p_e / info of them per expert."""
-    blocks = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
-    d = spec.d_model
-    return max(
-        (m.routing_fraction * (3 * m.d_expert * d + m.expert_bias * (2 * m.d_expert + d)) for m in blocks), default=0
-    )
+def _moe_blocks(spec) -> list[MoESpec]:
+    return [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+
+
+def expert_params(moe: MoESpec, d: int) -> int:
+    """p_e: one routed expert's parameters (gate, up, down and their biases)."""
+    return 3 * moe.d_expert * d + moe.expert_bias * (2 * moe.d_expert + d)
+
+
+def routed_params(spec) -> float:
+    """(E / k) p_e, the largest over MoE blocks; 0 without MoE. An expert sees about k / E of the positions,
+    so the judge needs (E / k) oversample p_e / info of them for each expert to see oversample p_e / info."""
+    return max((m.routing_fraction * expert_params(m, spec.d_model) for m in _moe_blocks(spec)), default=0)
+
+
+def expert_need(spec, oversample: float) -> int:
+    """Positions each expert must be routed on the first half of the data: ceil(oversample p_e / info)."""
+    info = min(spec.vocab_size, spec.d_model)
+    return max((math.ceil(oversample * expert_params(m, spec.d_model) / info) for m in _moe_blocks(spec)), default=0)
+
+
+def routed_tokens(spec, f, theta, draw, batch: int, oversample: float, tries: int = 4):
+    """(tokens, fewest): tokens = draw(batch) (B, T), with B grown until every expert of f at theta is routed
+    at least `expert_need` positions in the first half of the sequences (the routing of a random point is
+    uneven, so the expected share k / E is not enough); fewest = the smallest such count (None when f records
+    no loads: a real `transformers` model, or no MoE)."""
+    need = expert_need(spec, oversample)
+    for _ in range(tries):
+        tokens = draw(batch)
+        with expert_loads() as loads:
+            f(theta, tokens[: tokens.shape[0] // 2])
+        fewest = int(min(x.min() for x in loads)) if loads else None
+        if fewest is None or fewest >= need:
+            break
+        batch = math.ceil(batch * min(4.0, 1.1 * need / max(fewest, 1)))
+    return tokens, fewest
 
 
 def moe_spec(cfg: dict, model_type: str, mlp) -> MoESpec:
