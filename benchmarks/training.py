@@ -16,16 +16,27 @@ inflates far less than wall time; wall seconds are printed too. Also printed: th
 process (no start-up), so the two sources of the speed-up (start-up per job, batching) are apart.
 The batched trainer measures more per step than the loop (the gauge-invariant overlap, the size of
 the conserved quantities); `--no-gauge` drops the gauge overlap for a like-for-like comparison.
+
+    python benchmarks/training.py --precision [--steps 200] [--configfile ...] [--task ...] [--optimizer ...] [--heads ...]
+
+trains the same cell (every seed and rebalancing mode, batched, in this process, one thread) in float64
+and in float32, paired (a float32 run starts from the float64 run's parameters and data, rounded:
+attnid.training.loop.build), and prints for every reported summary quantity and rebalancing mode the
+float64 mean with its 95% t-interval over seeds, the float32 mean, whether it lies inside the interval,
+and the largest paired difference over seeds; quantities at rounding are printed against float32's
+unit roundoff u = 2^-24. `--out` writes the table as CSV.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import subprocess
 import sys
 import time
+from itertools import product
 from pathlib import Path
 
 import yaml
@@ -62,6 +73,58 @@ def child(training: dict, keys: list[dict], mode: str, threads: int) -> dict:
     return {"cpu": cpu, "wall": time.perf_counter() - start, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
+QUANTITIES = (
+    "final_loss", "final_eval_loss", "final_eval_accuracy", "mean_overlap_all", "mean_overlap_query_key",
+    "mean_overlap_value_output", "mean_overlap_gauge", "max_overlap_all", "mean_update_norm",
+    "final_drift_query_key", "final_drift_value_output", "max_rebalance_function_change",
+    "mean_rebalance_norm_removed",
+)  # fmt: skip
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24}
+
+
+def precision(training: dict, keys: list[dict], steps: int | None, out: str | None):
+    """float64 against float32 on the same runs (paired); see the module docstring."""
+    import pandas as pd
+    import torch
+
+    from attnid.training.analysis import t_interval
+    from attnid.training.batched import train_batched
+    from attnid.training.runs import job_params, run_config
+
+    torch.set_num_threads(1)
+    cfgs = [run_config(job_params(training, k["task"], k["optimizer"]), "cpu", **k) for k in keys]
+    cfgs = [c.with_(steps=steps) for c in cfgs] if steps else cfgs
+    rows, cpu = [], {}
+    for dtype in ("float64", "float32"):
+        start = time.process_time()
+        results = train_batched([c.with_(dtype=dtype) for c in cfgs], progress=False)
+        cpu[dtype] = time.process_time() - start
+        rows += [{**k, "dtype": dtype, **{q: s[q] for q in QUANTITIES}} for k, (_, s) in zip(keys, results)]
+    df = pd.DataFrame(rows)
+    table = []
+    for mode, quantity in product(df["rebalance"].unique(), QUANTITIES):
+        runs64 = df[(df["dtype"] == "float64") & (df["rebalance"] == mode)].set_index("seed")[quantity]
+        runs32 = df[(df["dtype"] == "float32") & (df["rebalance"] == mode)].set_index("seed")[quantity]
+        if runs64.isna().all() and runs32.isna().all():
+            continue
+        low, high = t_interval(runs64)
+        paired = (runs32 - runs64).abs().max()
+        table.append({"rebalance": mode, "quantity": quantity, "float64_mean": runs64.mean(), "low": low,
+                      "high": high, "float32_mean": runs32.mean(),
+                      "inside": bool(low <= runs32.mean() <= high) if math.isfinite(low) else math.nan,
+                      "max_paired_diff": paired, "float32_max": runs32.max(),
+                      "float32_max_over_u": runs32.max() / UNIT_ROUNDOFF["float32"]})  # fmt: skip
+    table = pd.DataFrame(table)
+    cfg = cfgs[0]
+    print(f"{cfg.task}/{cfg.optimizer} H={cfg.heads}: {len(cfgs)} runs x {cfg.steps} steps; CPU s float64 "
+          f"{cpu['float64']:.1f}, float32 {cpu['float32']:.1f} ({cpu['float64'] / cpu['float32']:.2f}x)")  # fmt: skip
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if out:
+        table.assign(task=cfg.task, optimizer=cfg.optimizer, heads=cfg.heads, steps=cfg.steps,
+                     cpu_float64=cpu["float64"], cpu_float32=cpu["float32"]).to_csv(out, index=False)  # fmt: skip
+    return table
+
+
 def main(argv=None) -> dict:
     from attnid.training.runs import runs
 
@@ -73,11 +136,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--per-job", type=int, default=3, help="runs timed one per process (then extrapolated)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-gauge", action="store_true", help="batched without the gauge-invariant overlap")
+    parser.add_argument("--precision", action="store_true", help="float64 against float32 on the cell, paired")
+    parser.add_argument("--steps", type=int, default=None, help="--precision: steps per run (default: the preset's)")
+    parser.add_argument("--out", default=None, help="--precision: write the table to this CSV")
     args = parser.parse_args(argv)
     training = yaml.safe_load((ROOT / args.configfile).read_text())["training"]
     keys = [k for k in runs(training, args.task, args.optimizer) if k["heads"] == args.heads]
     if not keys:
         sys.exit(f"{args.configfile}: no runs of {args.task}/{args.optimizer} at heads {args.heads}")
+    if args.precision:
+        return precision(training, keys, args.steps, args.out)
     n = len(keys)
     per_job = [child(training, [k], "loop", args.threads) for k in keys[: args.per_job]]
     batched = child(training, keys, "batched_no_gauge" if args.no_gauge else "batched", args.threads)

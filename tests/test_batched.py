@@ -32,12 +32,12 @@ from attnid.training.sweep import sanity_checks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def assert_same_run(batched: pd.DataFrame, alone: pd.DataFrame):
-    """Equal to float rounding: relative 1e-9, or absolute 1e-13 for numbers at rounding (zero overlaps)."""
+def assert_same_run(batched: pd.DataFrame, alone: pd.DataFrame, rtol: float = 1e-9):
+    """Equal to float rounding: relative rtol, or absolute 1e-13 for numbers at rounding (zero overlaps)."""
     for column in METRIC_COLUMNS:
         a, b = alone[column].to_numpy(float), batched[column].to_numpy(float)
         assert np.array_equal(np.isnan(a), np.isnan(b)), column
-        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-13, equal_nan=True, err_msg=column)
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-13, equal_nan=True, err_msg=column)
 
 
 @pytest.mark.parametrize("task", ["teacher_student", "recall"])
@@ -57,7 +57,8 @@ def test_each_batched_run_equals_the_loop_alone(task, optimizer):
     cfgs.append(cfgs[0].with_(lr=cfgs[0].lr / 2, name="half lr"))  # learning rates differ per run
     for cfg, (metrics, summary) in zip(cfgs, train_batched(cfgs, progress=False)):
         alone, alone_summary = train(cfg, progress=False)
-        assert_same_run(metrics, alone)
+        # recall: the batched trainer computes the last position only, the loop the full model: same numbers
+        assert_same_run(metrics, alone, rtol=1e-12 if task == "recall" else 1e-9)
         assert summary["final_eval_loss"] == pytest.approx(alone_summary["final_eval_loss"], rel=1e-9)
         assert summary["diverged_step"] == -1
         assert set(EXTRA_COLUMNS) <= set(metrics.columns)

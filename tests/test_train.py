@@ -79,6 +79,45 @@ def test_transformer_function_is_invariant_per_attention_layer():
     assert (model(tokens) - before).abs().max() < 1e-12 * before.abs().max()
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        AttentionSpec(8, 2, causal=True),
+        AttentionSpec(8, 4, n_kv_heads=2, rope_dims="full", biases="qkvo", causal=True),
+        AttentionSpec(8, 2, d_head_qk=6, d_head_v=3, qk_norm="rms_all", softcap=5.0, rope_dims=2),
+        AttentionSpec(8, 2, sinks=True, causal=True),  # no last-row path: the full layer's last row
+    ],
+    ids=lambda s: s.label,
+)
+def test_last_position_forward_and_gradient_equal_the_full_model(spec):
+    """last_only computes the last position's logits and every parameter's gradient of a loss that reads
+    them exactly as the full forward does (up to summation order)."""
+    torch.manual_seed(0)
+    model = TinyTransformer(spec, n_tokens=12, seq_len=7, generator=generator(0, 0), mlp_ratio=2)
+    tokens = torch.randint(0, 12, (5, 7), generator=generator(0, 1))
+    full, last = model(tokens)[:, -1:], model(tokens, last_only=True)
+    assert last.shape == (5, 1, 12)
+    assert (last - full).abs().max() <= 1e-12 * full.abs().max()
+    weights = torch.randn(5, 1, 12, generator=generator(0, 2), dtype=torch.float64)
+    grads = [torch.autograd.grad((out * weights).sum(), list(model.parameters())) for out in (full, last)]
+    for name, g_full, g_last in zip(dict(model.named_parameters()), *grads):
+        assert (g_last - g_full).abs().max() <= 1e-12 * g_full.abs().max(), name
+    # the first block's attention matters through keys and values at every position
+    assert grads[1][[n for n, _ in model.named_parameters()].index("blocks.0.attn.theta")].abs().max() > 1e-3
+
+
+def test_a_float32_run_starts_from_the_float64_run_rounded():
+    from attnid.training.loop import build
+
+    for task in ("teacher_student", "recall"):
+        (task64, model64), (task32, model32) = (build(tiny(task=task, dtype=d)) for d in ("float64", "float32"))
+        for (name, p64), p32 in zip(model64.named_parameters(), model32.parameters()):
+            assert p32.dtype == torch.float32 and torch.equal(p32, p64.float()), name
+        b64, b32 = task64.train_batch(4), task32.train_batch(4)
+        assert torch.equal(b32.inputs, b64.inputs.to(b32.inputs.dtype))
+        assert b32.targets.dtype == b64.targets.dtype if task == "recall" else b32.targets.dtype == torch.float32
+
+
 # --- the training loop --------------------------------------------------------------------------
 
 

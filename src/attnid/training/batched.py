@@ -174,28 +174,34 @@ def _train(cfgs: list[RunConfig], progress: bool, gauge: bool) -> list[tuple[pd.
     shared = {n: symmetry_blocks(spec) for n in layers} if base.optimizer == "adam_shared" else None
     optimizer = Optimizer(base.optimizer, params, hyper, shared)
 
-    def forward(p: dict, inputs: torch.Tensor) -> torch.Tensor:
-        return vmap(lambda pm, bm, x: functional_call(model, (pm, bm), (x,)))(p, buffers, inputs)
+    recall = base.task == "recall"
+    read_last = {"last_only": True} if recall else {}  # the recall loss reads the last position only
+
+    def forward(p: dict, inputs: torch.Tensor) -> torch.Tensor:  # (M, B, T, d) or (M, B, 1, n_tokens)
+        return vmap(lambda pm, bm, x: functional_call(model, (pm, bm), (x,), read_last))(p, buffers, inputs)
+
+    def per_sample(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # (M, B)
+        if not recall:
+            return (out - targets).pow(2).flatten(2).mean(2)
+        logits = out[:, :, -1, task.vocab :]  # (M, B, vocab): value tokens at the query position
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, -1)
 
     def losses(p: dict, inputs, targets) -> torch.Tensor:  # (M,)
         out = forward(p, inputs)
-        if base.task == "teacher_student":
-            return (out - targets).pow(2).flatten(1).mean(1)
-        logits = out[:, :, -1, task.vocab :]  # (M, B, vocab): value tokens at the query position
-        return (
-            torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
-            .view(M, -1)
-            .mean(1)
-        )
+        return (out - targets).pow(2).flatten(1).mean(1) if not recall else per_sample(out, targets).mean(1)
 
     def evaluate(p: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Held-out loss and accuracy (M,), in chunks of the training batch (the same numbers, less memory)."""
+        loss, correct = [], []
         with torch.no_grad():
-            out = forward(p, eval_in)
-            if base.task == "teacher_student":
-                return (out - eval_target).pow(2).flatten(1).mean(1), torch.full((M,), math.nan, dtype=torch.float64)
-            logits = out[:, :, -1, task.vocab :]
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), eval_target.flatten(), reduction="none")
-            return loss.view(M, -1).mean(1), (logits.argmax(-1) == eval_target).double().mean(1)
+            for start in range(0, base.eval_batch, base.batch):
+                x, y = eval_in[:, start : start + base.batch], eval_target[:, start : start + base.batch]
+                out = forward(p, x)
+                loss.append(per_sample(out, y))
+                if recall:
+                    correct.append(out[:, :, -1, task.vocab :].argmax(-1) == y)
+        accuracy = torch.cat(correct, 1).double().mean(1) if recall else torch.full((M,), math.nan, dtype=torch.float64)
+        return torch.cat(loss, 1).mean(1), accuracy
 
     eval_in, eval_target = data.fixed(base.eval_batch, STREAM_EVAL)
     modes = [c.rebalance for c in cfgs]
@@ -247,7 +253,7 @@ def _train(cfgs: list[RunConfig], progress: bool, gauge: bool) -> list[tuple[pd.
                     proj = projector(spec, theta)  # P_T at theta_t, set up once for this step
                     tangent = proj(u)  # (M, P)
                     u = torch.where(projected[:, None], u - tangent, u)
-                    rows["rebalance_norm_removed"][projected, t, i] = tangent[projected].norm(dim=-1)
+                    rows["rebalance_norm_removed"][projected, t, i] = tangent[projected].norm(dim=-1).to(torch.float64)
                     if measure:
                         applied = torch.where(projected[:, None], proj(u), tangent) if projected.any() else tangent
                         norm = u.norm(dim=-1)
@@ -285,9 +291,10 @@ def _train(cfgs: list[RunConfig], progress: bool, gauge: bool) -> list[tuple[pd.
                         now, then = current[part].flatten(1), references[i]["imbalance"][part].flatten(1)  # (M, n)
                         rows[f"drift_{part}"][:, t, i] = (now - then).norm(dim=1) / scale
                         rows[f"imbalance_{part}"][:, t, i] = now.norm(dim=1) / scale
-        for c in columns:
-            if c not in ("eval_loss", "eval_accuracy", "lr") and not c.startswith("chance"):
-                rows[c][~alive, t] = nan
+        if not alive.all():
+            for c in columns:
+                if c not in ("eval_loss", "eval_accuracy", "lr") and not c.startswith("chance"):
+                    rows[c][~alive, t] = nan
         bar.update()
     bar.close()
 

@@ -75,20 +75,23 @@ class RunDiverged(FloatingPointError):
 
 
 def build(cfg: RunConfig):
-    """(task, model) of a run, both on cfg.device in cfg.dtype, initialised from cfg.seed."""
+    """(task, model) of a run, both on cfg.device in cfg.dtype, initialised from cfg.seed.
+
+    The model is drawn in float64 and rounded to cfg.dtype, so a float32 run starts where the float64
+    run starts, rounded (with the tasks' data drawn the same way, the two dtypes are paired)."""
     dtype = DTYPES[cfg.dtype]
     spec = cfg.attention
     torch.manual_seed(cfg.seed)
     if cfg.task == "teacher_student":
         task = TeacherStudent(spec, cfg.seq_len, cfg.seed, dtype=dtype, device=cfg.device)
-        model = Student(spec, generator(cfg.seed, STREAM_MODEL), dtype=dtype, device=cfg.device)
+        model = Student(spec, generator(cfg.seed, STREAM_MODEL), dtype=torch.float64)
     else:
         task = AssociativeRecall(cfg.vocab, cfg.pairs, cfg.seed, device=cfg.device)
         model = TinyTransformer(
             spec, task.n_tokens, task.seq_len, generator(cfg.seed, STREAM_MODEL), n_layers=cfg.n_layers,
-            norm=cfg.norm, mlp_ratio=cfg.mlp_ratio, dtype=dtype, device=cfg.device,
+            norm=cfg.norm, mlp_ratio=cfg.mlp_ratio, dtype=torch.float64,
         )  # fmt: skip
-    return task, model
+    return task, model.to(dtype=dtype, device=cfg.device)
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:

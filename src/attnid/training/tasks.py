@@ -1,7 +1,8 @@
 """Training tasks generated from seeds: teacher-student regression and in-context associative recall.
 
-Both tasks draw every batch from a `torch.Generator` seeded by (run seed, stream), on the CPU,
-then move it to the run's device, so a run's data are the same on every machine and device.
+Both tasks draw every batch from a `torch.Generator` seeded by (run seed, stream), on the CPU, in
+float64, then move it to the run's device and dtype, so a run's data are the same on every machine
+and device, and a float32 run sees the float64 run's data rounded (the two dtypes are paired).
 
 Teacher-student regression (one attention layer). A teacher layer with parameters theta* drawn
 from `Layout.init` maps random sequences X (B, T, d), X_ij ~ N(0, 1), to targets Y = f(theta*, X).
@@ -69,7 +70,10 @@ class TeacherStudent:
 
     def __init__(self, spec: AttentionSpec, seq_len: int, seed: int, dtype=torch.float64, device="cpu"):
         self.spec, self.seq_len, self.dtype, self.device = spec, seq_len, dtype, device
-        self.teacher = AttentionLayer(spec, generator(seed, STREAM_TEACHER), dtype=dtype, device=device)
+        # drawn in float64 and rounded, so a float32 run's teacher and data are the float64 run's, rounded
+        self.teacher = AttentionLayer(spec, generator(seed, STREAM_TEACHER), dtype=torch.float64).to(
+            device=device, dtype=dtype
+        )
         self.teacher.requires_grad_(False)
         self._train = generator(seed, STREAM_TRAIN)
         self._seed = seed
@@ -77,12 +81,12 @@ class TeacherStudent:
     def draw_inputs(self, batch: int, stream: int | None = None) -> torch.Tensor:
         """Inputs X (B, T, d) of the next training batch (stream None) or of a fixed batch; targets are f(theta*, X)."""
         gen = self._train if stream is None else generator(self._seed, stream)
-        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=self.dtype)  # (B, T, d)
-        return x.to(self.device)
+        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=torch.float64)  # (B, T, d)
+        return x.to(self.device, self.dtype)
 
     def _sample(self, gen: torch.Generator, batch: int) -> Batch:
-        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=self.dtype)  # (B, T, d)
-        x = x.to(self.device)
+        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=torch.float64)  # (B, T, d)
+        x = x.to(self.device, self.dtype)
         with torch.no_grad():
             y = self.teacher(x)  # (B, T, d)
         return Batch(x, y)
