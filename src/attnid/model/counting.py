@@ -49,7 +49,14 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    component, its trade with the next sublayer's own constant, one scale per sublayer, the shear
    of raw embeddings, a uniform shift of the raw embeddings that the first attention's biases
    absorb, and, with a single block, one rotation pair around the skip map.
-
+11. Embedding norm before pre-LN blocks (`attnid.model.embeddings`, BLOOM): the blocks see V points
+   n(E_t) diag(g_e) + beta_e, blind to each row's scale and ones shift. Tied: [beta] (beta_e . 1) + a
+   second scale (the head's). Untied: max(k + rot, V + [beta] + 1) in place of the rotations
+   (k = d (1 + [beta]), rot = d_c (d_c - 1) / 2); with eps > 0, k + rot and the excess row scales weak.
+12. Token types (ids all 0): row 0 trades with the learned positions, the other rows are unread: d per row.
+13. Heads: BERT's MLM transform reads the last norm: its gain, beta and centring (rules 1, 2) move there,
+   d (2 + [beta]); a tied head after a LayerNorm with learned positions: E + 1 (a/g)^T, pos - 1 (a/g)^T,
+   seen only through a beta . (1/g): 1 when a head bias absorbs it or beta is absent.
 14. Latent attention (`attnid.model.latent`): per block the layer's count, r (r + 1) / 2 per latent
    + H u^2 + p + H v^2 (1 + [r_q > 0] weak scales); the first block reads V token points, so each
    latent there admits W_D -> W_D A / kappa keeping |y_t A| on them: max(0, r (r + 1) / 2 + 1 - V) exact.
