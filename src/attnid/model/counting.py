@@ -52,7 +52,7 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
 11. Embedding norm before pre-LN blocks (`attnid.model.embeddings`, BLOOM): the blocks see V points
    n(E_t) diag(g_e) + beta_e, blind to each row's scale and ones shift. Tied: [beta] (beta_e . 1) + a
    second scale (the head's). Untied: max(k + rot, V + [beta] + 1) in place of the rotations
-   (k = d (1 + [beta]), rot = d_c (d_c - 1) / 2); with eps > 0, k + rot and the excess row scales weak.
+   (k = d (1 + [beta]), rot = d_c (d_c - 1) / 2); eps > 0: k + rot exact, the excess row scales weak.
 12. Token types (ids all 0): row 0 trades with the learned positions, the other rows are unread: d per row.
 13. Heads: BERT's MLM transform reads the last norm: its gain, beta and centring (rules 1, 2) move there,
    d (2 + [beta]); a tied head after a LayerNorm with learned positions: E + 1 (a/g)^T, pos - 1 (a/g)^T,
