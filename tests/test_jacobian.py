@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -216,3 +217,89 @@ def test_random_small_specs():
         )  # fmt: skip
         row = jac.verify(spec, other_seeds=(), half_batch=False)
         assert row["passed"], row
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [AttentionSpec(8, 2, rope_dims="full", biases="qkvo"), AttentionSpec(4, 2, 1, 6, 6, rope_dims=2, biases="qkv")],
+    ids=lambda s: s.label,
+)
+def test_qr_reduced_singular_values_equal_the_direct_ones(spec):
+    sizing = jac.input_sizing(spec)
+    theta, x = jac.random_point(spec, sizing, seed=0)
+    J = jac.jacobian_rows(spec, theta, x, jac.position_ids(spec, sizing, 0))  # (3P-ish rows, P)
+    direct = torch.linalg.svdvals(J)
+    reduced = jac.tall_svdvals(J)
+    rank = jac.numerical_rank(direct)
+    assert jac.numerical_rank(reduced)["rank"] == rank["rank"] == J.shape[1] - count(spec).unidentified
+    k = rank["rank"]
+    assert torch.allclose(reduced[:k], direct[:k], rtol=1e-12, atol=0)  # the kept side, to many digits
+    floor = float(reduced[k:].max() / reduced[0])  # the rounding floor stays where it was
+    assert floor < 1e-13 and float(direct[k:].max() / direct[0]) < 1e-13
+    # the two-step factor (first half, then [R_half; rest]) has the same singular values as J
+    half = J.shape[0] // 2
+    R_half = jac.triangular_factor(J[:half])
+    assert torch.allclose(jac.tall_svdvals(torch.cat((R_half, J[half:])))[:k], direct[:k], rtol=1e-12, atol=0)
+    assert (
+        jac.numerical_rank(torch.linalg.svdvals(R_half))["rank"]
+        == jac.numerical_rank(torch.linalg.svdvals(J[:half]))["rank"]
+    )
+
+
+def test_measure_counts_unchanged_by_the_qr_path():
+    """measure() (QR path) decides as the direct SVD of the same J did, for the full and the half batch."""
+    for spec in [
+        AttentionSpec(4, 2, rope_dims="full", biases="qkvo"),
+        AttentionSpec(3, 1, d_head_qk=4, d_head_v=5, biases="qv", causal=True),
+    ]:
+        res, J, *_ = jac.measure(spec, seed=1, half=True)
+        P = J.shape[1]
+        assert res["measured"] == P - jac.numerical_rank(torch.linalg.svdvals(J))["rank"] == count(spec).unidentified
+        sizing = jac.input_sizing(spec)
+        rows = (sizing.batch // 2) * sizing.seq_len * spec.d_model
+        assert res["measured_half"] == P - jac.numerical_rank(torch.linalg.svdvals(J[:rows]))["rank"]
+
+
+def test_ratio_points_measure_what_the_figure_draws_at_a_cheap_width():
+    from attnid.counting import ratio_grid
+
+    ratios = ratio_grid(8, [1, 2, 4, 8], [1, 2], ["none", "half", "full"], ["none", "k", "qkvo"])
+    drawn = jac.ratio_figure_rows(ratios)
+    assert (drawn["d_head_qk"] * drawn["n_heads"] == 8).all() and (drawn["d_head_v"] == drawn["d_head_qk"]).all()
+    gqa = drawn["n_kv_heads"] < drawn["n_heads"]
+    assert ((drawn.loc[gqa, "rope"] == "none") & (drawn.loc[gqa, "biases"] == "none")).all()  # groups: plain only
+    assert not ((drawn["rope"] == "half") & (drawn["biases"] != "none")).any()  # half RoPE: no bias panel
+    assert 0 < len(drawn) < len(ratios)
+    small = jac.ratio_grid_at_width(drawn, 4)  # the same (H, G, RoPE, biases) at d_model 4, H | 4 only
+    assert set(small["d_model"]) == {4} and set(small["n_heads"]) <= {1, 2, 4}
+    keys = ["n_heads", "n_kv_heads", "rope", "biases"]
+    assert set(map(tuple, small[keys].values)) <= set(map(tuple, drawn[keys].values))
+    assert (small["d_head_qk"] * small["n_heads"] == 4).all()
+    points = jac.ratio_points(small, max_params=10**6, log=lambda *a: None)
+    assert len(points) == len(small) and points["passed"].all()
+    assert (points["measured"] == small["unidentified"].values).all()
+    assert list(points["rope"]) == list(small["rope"])
+
+
+def test_ratio_figure_draws_points_of_another_width_on_their_own_count():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
+    import fig_ratio
+
+    from attnid.counting import ratio_grid
+
+    ratios = ratio_grid(16, [1, 2, 4, 8, 16], [1, 2], ["none", "full"], ["none", "qkvo"])
+    small = jac.ratio_grid_at_width(jac.ratio_figure_rows(ratios), 4)
+    points = small.assign(predicted=small["unidentified"], ratio_measured=small["unidentified"] / small["total"])
+    df = fig_ratio.prepare(
+        ratios, points[["label", "d_model", *jac.grids.RATIO_KEYS, "total", "predicted", "ratio_measured"]]
+    )
+    drawn = df.dropna(subset=["ratio_measured"])
+    assert set(drawn["n_heads"]) == {1, 2, 4} and (drawn["width_measured"] == 4).all()
+    assert np.allclose(drawn["ratio_measured"], drawn["ratio_width"])  # on the count at d = 4
+    qkvo = drawn[(drawn["biases"] == "qkvo") & (drawn["rope"] == "none") & (drawn["n_heads"] == 2)]
+    assert len(qkvo) == 1 and abs(qkvo["ratio_width"].item() - qkvo["ratio"].item()) > 1e-3  # not the d = 16 count
+    fig = fig_ratio.plot(ratios, points)
+    assert any("d = 4" in t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts())

@@ -1,15 +1,19 @@
 """Figure `ratio`: unidentified / total parameters against the number of heads H.
 
 Lines: the exact counts (results/counting/ratios.csv). Open markers: the Jacobian-measured
-ratio at the same specs (results/jacobian/ratio_points.csv, joined on `label`). Wide light grey:
-the closed form 1/(2H) of standard multi-head attention (d_k = d_v = d/H, no RoPE, no biases).
-Three panels: (a) key/value groups (MHA and GQA with fixed group counts G), (b) RoPE none /
-half / full, (c) biases without and with RoPE. Only specs with standard head sizes d_k = d_v = d/H.
+ratio at the same specs (results/jacobian/ratio_points.csv, joined on `label`). When the points were
+measured at another width d' (config jacobian.ratio_points.d_model, where a measurement is cheap),
+they are joined on (H, G, RoPE, biases) and drawn on their own thin dotted count line at d', since the
+ratio depends on d through the RoPE and bias terms. Wide light grey: the closed form 1/(2H) of standard
+multi-head attention (d_k = d_v = d/H, no RoPE, no biases). Three panels: (a) key/value groups (MHA
+and GQA with fixed group counts G), (b) RoPE none / half / full, (c) biases without and with RoPE.
+Only the rows of attnid.jacobian.ratio_figure_rows (standard head sizes d_k = d_v = d/H, non-causal).
 """
 
 import numpy as np
 import pandas as pd
 
+from attnid.jacobian.grids import RATIO_KEYS, ratio_figure_rows
 from attnid.report.style import FULL_WIDTH, PALETTE, ordered, use_style
 from attnid.spec import bias_text
 
@@ -17,23 +21,28 @@ ROPE_ORDER = ["none", "half", "full"]
 
 
 def prepare(ratios: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
-    """Standard-head-size rows of the grid with the measured ratio (NaN where not measured)."""
-    df = ratios.copy()
-    df["biases"] = df["biases"].map(bias_text)  # the table vocabulary: 'none' or canonical letters
-    if "causal" in df:
-        df = df[~df["causal"].astype(bool)]
-    d = df["d_model"].mode().iloc[0]  # the grid's width (one d_model in every preset)
-    df = df[(df["d_model"] == d) & (df["d_head_qk"] * df["n_heads"] == d) & (df["d_head_v"] == df["d_head_qk"])]
-    if points is not None and len(points):
+    """The drawn rows of the grid with the measured ratio (NaN where not measured); `ratio_width` is the
+    count at the points' width d' and `width_measured` that width (NaN when the points share the grid's)."""
+    df = ratio_figure_rows(ratios)
+    df["ratio_measured"] = df["ratio_width"] = df["width_measured"] = np.nan
+    if points is None or not len(points):
+        return df.sort_values("n_heads")
+    df = df.drop(columns=["ratio_measured", "ratio_width", "width_measured"])
+    if "d_model" not in points or set(points["d_model"]) <= set(df["d_model"]):
         df = df.merge(points[["label", "ratio_measured"]], on="label", how="left")
+        df["ratio_width"] = df["width_measured"] = np.nan
     else:
-        df["ratio_measured"] = np.nan
+        pts = points.assign(biases=points["biases"].map(bias_text), ratio_width=points["predicted"] / points["total"])
+        pts = pts.rename(columns={"d_model": "width_measured"})
+        df = df.merge(pts[[*RATIO_KEYS, "ratio_measured", "ratio_width", "width_measured"]], on=RATIO_KEYS, how="left")
     return df.sort_values("n_heads")
 
 
 def _line(ax, rows: pd.DataFrame, color, label: str, style: str = "-") -> None:
     ax.plot(rows["n_heads"], rows["ratio"], style, color=color, marker=".", label=label)
     measured = rows.dropna(subset=["ratio_measured"])
+    if measured["width_measured"].notna().any():  # measured at another width: on its own count line
+        ax.plot(measured["n_heads"], measured["ratio_width"], ":", color=color, lw=0.8)
     ax.plot(measured["n_heads"], measured["ratio_measured"], "o", mfc="none", color=color, ms=6, mew=0.9)
 
 
@@ -67,6 +76,8 @@ def plot(ratios: pd.DataFrame, points: pd.DataFrame | None = None):
     fig, axes = plt.subplots(1, len(spec), figsize=(FULL_WIDTH, 2.4), sharey=True, constrained_layout=True)
     heads = np.sort(df["n_heads"].unique())
     curve = np.geomspace(heads.min(), heads.max(), 100)
+    widths = df["width_measured"].dropna().unique()
+    jacobian = "Jacobian" if not len(widths) else f"Jacobian at $d = {int(widths[0])}$ (dotted: its count)"
     for ax, (title, lines) in zip(np.atleast_1d(axes), spec):
         ax.plot(curve, 1 / (2 * curve), "-", color="0.8", lw=4, zorder=0, label=r"$1/(2H)$")
         for i, (name, rows) in enumerate(lines):
@@ -77,7 +88,7 @@ def plot(ratios: pd.DataFrame, points: pd.DataFrame | None = None):
         ax.set_xlabel("heads $H$")
         ax.set_title(title, loc="left")
         handles, _ = ax.get_legend_handles_labels()
-        marker = Line2D([], [], ls="none", marker="o", mfc="none", color="0.3", label="Jacobian")
+        marker = Line2D([], [], ls="none", marker="o", mfc="none", color="0.3", label=jacobian)
         ax.legend(handles=[*handles, marker], loc="lower left")
     np.atleast_1d(axes)[0].set_ylabel("unidentified / total")
     return fig

@@ -14,7 +14,7 @@ bulk verification, bias effects). Every public name is importable from here.
 """
 
 from .certificate import CERT_RTOL, accumulate_gram, certify, peak_memory_bytes, pivot_coordinates, reset_peak_memory
-from .dense import RANK_RTOL, measure, numerical_rank, singular_values
+from .dense import RANK_RTOL, measure, numerical_rank, singular_values, tall_svdvals, triangular_factor
 from .directions import direction_checks, orthonormal_basis, outside_directions, symmetry_directions
 from .grids import (
     BIAS_SUBSETS,
@@ -22,6 +22,8 @@ from .grids import (
     expand_family,
     expand_grid,
     failures_message,
+    ratio_figure_rows,
+    ratio_grid_at_width,
     ratio_points,
     real_heads_table,
     spec_from_fields,
@@ -89,6 +91,8 @@ __all__ = [
     "pivot_coordinates",
     "position_ids",
     "random_point",
+    "ratio_figure_rows",
+    "ratio_grid_at_width",
     "ratio_points",
     "real_heads_table",
     "reset_peak_memory",
@@ -99,6 +103,8 @@ __all__ = [
     "spec_row",
     "spectra",
     "symmetry_directions",
+    "tall_svdvals",
+    "triangular_factor",
     "verify",
     "verify_grid",
 ]  # fmt: skip

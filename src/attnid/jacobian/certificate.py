@@ -159,8 +159,11 @@ def certify(
     G_ss = torch.zeros(m, m, dtype=theta.dtype, device=theta.device)  # J[:, S]^T J[:, S]
     JQ2, JU2 = 0.0, torch.zeros(U.shape[1], dtype=theta.dtype, device=theta.device)
     per_chunk = max(1, int(row_chunk_bytes // (sizing.seq_len * spec.d_model * P * theta.element_size())))
+    seconds_rows = 0.0  # of the gram pass, the time spent forming rows of J (autograd)
     for i in range(0, x.shape[0], per_chunk):
+        t_rows = time.perf_counter()
         rows = jacobian_rows(spec, theta, x[i : i + per_chunk], pos[i : i + per_chunk], frequencies)  # (rows_c, P)
+        seconds_rows += time.perf_counter() - t_rows
         rest_rows, s_rows = rows[:, rest], rows[:, S]
         accumulate_gram(A, rest_rows, block)
         G_rs.addmm_(rest_rows.mT, s_rows)
@@ -177,6 +180,7 @@ def certify(
         **{f"outside_{name}": float(v) / smax for name, v in zip(outside, JU2.sqrt())},
     }
     lap("gram", t0)
+    timings["seconds_jacobian_rows"] = seconds_rows
 
     t0 = time.perf_counter()
     delta = (cert_rtol * smax) ** 2

@@ -1,7 +1,17 @@
 r"""Dense rank: form J, take all its singular values, count those above the tolerance.
 
-For small P (up to a few thousand parameters) J (B T d rows, P columns) fits in memory and
-``torch.linalg.svdvals`` gives every singular value in float64. A singular value counts when
+For small P (up to a few thousand parameters) J (B T d rows, P columns) fits in memory and its
+singular values are computed in float64 in two steps (:func:`tall_svdvals`): a Householder QR
+J = Q R (R: P x P upper triangular), then ``torch.linalg.svdvals(R)``. Q has orthonormal columns,
+so J^T J = R^T R and the singular values of R are those of J exactly in exact arithmetic; in
+floating point Householder QR is backward stable (R is the exact factor of J + E with
+||E|| <= c P eps ||J||), so the rounding floor stays at ~1e-15 sigma_max (measured: the kept values
+agree with a direct svdvals of J to 1e-12 relative, tests). The half-batch re-measure reuses the
+first half's factor: R_half = R(J[:rows/2]), then R = R([R_half; J[rows/2:]]) (a two-step TSQR, the
+same R up to row signs), so J is reduced once instead of twice. Measured on one core (python
+benchmarks/jacobian.py): 1.3x less CPU time than ``svdvals(J)`` and ``svdvals(J[:rows/2])`` at
+P = 1,088 and 2,400, with identical ranks; the P x P SVD of R (8/3 P^3 flops, half of them
+memory-bound) is what remains. A singular value counts when
 sigma_i > RANK_RTOL sigma_max, RANK_RTOL = 1e-10. Justification, measured: the singular values
 of the null space are rounding noise, ~1e-16..1e-15 sigma_max (eps = 2.2e-16 times a modest
 factor); the genuine ones go down to ~1e-3..1e-6 sigma_max (slow RoPE planes, heads above
@@ -50,6 +60,16 @@ def numerical_rank(sigma: torch.Tensor, rtol: float = RANK_RTOL) -> dict:
     return {"rank": rank, "sigma_kept": kept, "sigma_dropped": dropped, "gap": gap, "margin": math.log10(kept / rtol)}
 
 
+def tall_svdvals(J: torch.Tensor) -> torch.Tensor:
+    """Singular values of J (m, n), descending: svdvals of the QR factor R when m > n (module docstring)."""
+    return torch.linalg.svdvals(triangular_factor(J) if J.shape[0] > J.shape[1] else J)
+
+
+def triangular_factor(J: torch.Tensor) -> torch.Tensor:
+    """R (min(m, n), n) of the Householder QR J = Q R; same singular values as J."""
+    return torch.linalg.qr(J, mode="r").R
+
+
 def measure(
     spec: AttentionSpec,
     seed: int = 0,
@@ -73,9 +93,16 @@ def measure(
     theta, x = random_point(spec, sizing, seed, device, dtype)
     pos = position_ids(spec, sizing, seed, positions, x.device)
     J = jacobian_rows(spec, theta, x, pos, frequencies)  # (B T d, P)
-    sigma = torch.linalg.svdvals(J)
-    rank = numerical_rank(sigma, rtol)
     P = J.shape[1]
+    rows = (sizing.batch // 2) * sizing.seq_len * spec.d_model  # the first half of the sequences
+    if half:  # two-step TSQR: the first half's factor, then the factor of [R_half; second half]
+        R_half = triangular_factor(J[:rows])  # (min(rows, P), P)
+        sigma_half = torch.linalg.svdvals(R_half)
+        sigma = tall_svdvals(torch.cat((R_half, J[rows:])))
+        del R_half
+    else:
+        sigma = tall_svdvals(J)
+    rank = numerical_rank(sigma, rtol)
     result = {
         **rank,
         "measured": P - rank["rank"],
@@ -84,8 +111,7 @@ def measure(
         "tokens_per_sequence": sizing.seq_len,
     }
     if half:
-        rows = (sizing.batch // 2) * sizing.seq_len * spec.d_model
-        result["measured_half"] = P - numerical_rank(torch.linalg.svdvals(J[:rows]), rtol)["rank"]
+        result["measured_half"] = P - numerical_rank(sigma_half, rtol)["rank"]
     return result, J, theta, x, (sigma / sigma.max()).cpu()
 
 

@@ -87,17 +87,63 @@ def verify_grid(specs, log=print, **options):
 
 
 RATIO_POINT_COLUMNS = [
-    "label", "predicted", "measured", "ratio_measured", "sigma_kept", "sigma_dropped", "margin", "status", "passed",
-    "method", "seconds",
+    "label", "d_model", "n_heads", "n_kv_heads", "rope", "biases", "total", "predicted", "measured", "ratio_measured",
+    "sigma_kept", "sigma_dropped", "margin", "status", "passed", "method", "seconds",
 ]  # fmt: skip
+RATIO_KEYS = ["n_heads", "n_kv_heads", "rope", "biases"]  # a ratio-grid spec apart from its width (rope: the word)
 
 
-def ratio_points(ratios, max_params: int, log=print, **options):
-    """The measured unidentified dimension of each row of the counting ratio grid (a DataFrame of
-    spec rows with `total`), without the invariance and direction checks; rows above max_params are
-    skipped (logged). `options` go to :func:`attnid.jacobian.verify`."""
+def ratio_figure_rows(ratios):
+    """The rows of the counting ratio grid that the ratio figure draws (workflow/scripts/fig_ratio.py):
+    non-causal, the grid's width, standard head sizes d_k = d_v = d / H, and of those: no RoPE and no
+    bias at every group count (panel a); MHA with no bias at every RoPE variant (panel b); MHA without
+    or with full RoPE at every bias subset (panel c)."""
+    from ..spec import bias_text
+
+    df = ratios.copy()
+    df["biases"] = df["biases"].map(bias_text)  # the table vocabulary: 'none' or canonical letters
+    if "causal" in df:
+        df = df[~df["causal"].astype(bool)]
+    d = df["d_model"].mode().iloc[0]  # the grid's width (one d_model in every preset)
+    df = df[(df["d_model"] == d) & (df["d_head_qk"] * df["n_heads"] == d) & (df["d_head_v"] == df["d_head_qk"])]
+    mha = df["n_kv_heads"] == df["n_heads"]
+    plain = (df["rope"] == "none") & (df["biases"] == "none")
+    drawn = plain | (mha & (df["biases"] == "none")) | (mha & df["rope"].isin(["none", "full"]))
+    return df[drawn]
+
+
+def ratio_grid_at_width(ratios, d_model: int):
+    """The same (H, G, RoPE word, biases) as the rows of `ratios`, at width `d_model` with standard head
+    sizes d / H (:func:`attnid.counting.ratio_grid`); head counts that do not divide d_model, and RoPE
+    words that round to no rotated dims at the smaller head size, are left out."""
+    from ..counting import ratio_grid
+    from ..spec import bias_text
+
+    heads = sorted(h for h in ratios["n_heads"].unique() if d_model % h == 0)
+    if not heads:
+        raise ValueError(f"jacobian.ratio_points.d_model: no head count of the grid divides {d_model}")
+    grid = ratio_grid(d_model, heads, sorted(ratios["n_kv_heads"].unique()), list(dict.fromkeys(ratios["rope"])),
+                      list(dict.fromkeys(ratios["biases"])))  # fmt: skip
+    keys = ratios[RATIO_KEYS].assign(biases=ratios["biases"].map(bias_text)).drop_duplicates()
+    return (
+        grid.assign(_b=grid["biases"].map(bias_text))
+        .merge(keys.rename(columns={"biases": "_b"}), on=["n_heads", "n_kv_heads", "rope", "_b"])
+        .drop(columns="_b")
+    )
+
+
+def ratio_points(ratios, max_params: int, log=print, d_model: int | None = None, drawn_only: bool = False, **options):
+    """The measured unidentified dimension of rows of the counting ratio grid (a DataFrame of spec rows
+    with `total` and the RoPE word `rope`), without the invariance and direction checks; rows above
+    max_params are skipped (logged). drawn_only: only the rows the ratio figure draws
+    (:func:`ratio_figure_rows`); d_model: measure the same (H, G, RoPE, biases) at this width instead
+    (:func:`ratio_grid_at_width`). `options` go to :func:`attnid.jacobian.verify`."""
     import pandas as pd
 
+    if drawn_only:
+        ratios = ratio_figure_rows(ratios)
+    if d_model is not None:
+        ratios = ratio_grid_at_width(ratios, d_model)
     rows = []
     for _, r in ratios.iterrows():
         spec = AttentionSpec.from_row(r)
@@ -107,6 +153,7 @@ def ratio_points(ratios, max_params: int, log=print, **options):
         res = verify(spec, other_seeds=(), half_batch=False, directions=False, **options)
         measured = res["measured"]
         res["ratio_measured"] = measured / res["total"] if measured is not None else float("nan")
+        res["rope"] = r["rope"]
         rows.append({key: res[key] for key in RATIO_POINT_COLUMNS})
         log(f"{spec.label}: predicted {res['predicted']}, measured {measured}, {res['status']}, {res['seconds']:.2f}s")
     return pd.DataFrame(rows, columns=RATIO_POINT_COLUMNS)
