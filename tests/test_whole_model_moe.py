@@ -1,0 +1,157 @@
+"""Mixture-of-experts MLPs in the whole-model count (attnid.model.moe): the count against the Jacobian judge on
+our own function and on real transformers classes, the shipped MoE configs, and the refusals by name."""
+
+import pytest
+
+from attnid.hf import stored_config
+from attnid.model.counting import count_model
+from attnid.model.from_hf import model_spec
+from attnid.model.grid import own_case, own_spec
+from attnid.model.moe import MoESpec
+from attnid.model.shipped import shipped_row
+from attnid.spec import SpecError
+
+# one RMSNorm block of width 8 (2 heads), vocab 12, no positions: the MoE terms are what varies
+BLOCK = {"norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "positions": "none", "n_layers": 1}
+
+SHAPES = {
+    # name: (MoESpec fields, other ModelSpec fields, expected moe_router)
+    "mixtral_k2_norm": ({"n_experts": 4, "top_k": 2, "d_expert": 4, "norm_topk_prob": True}, {}, 8),
+    "qwen_no_norm_two_layers": ({"n_experts": 4, "top_k": 2, "d_expert": 2}, {"n_layers": 2}, 16),
+    "k1_renormalised_router_free": ({"n_experts": 4, "top_k": 1, "d_expert": 4, "norm_topk_prob": True}, {}, 32),
+    "router_bias_E3_d6": (
+        {"n_experts": 3, "top_k": 2, "d_expert": 4, "norm_topk_prob": True, "router_bias": True},
+        {"attention": {"d_model": 6}},
+        7,
+    ),
+    "gpt_oss_experts": (
+        {
+            "n_experts": 4,
+            "top_k": 2,
+            "d_expert": 4,
+            "scoring": "topk_softmax",
+            "router_bias": True,
+            "expert_bias": True,
+            "activation": "gpt_oss",
+        },
+        {},
+        9,
+    ),
+    "sigmoid_groups_shared": (
+        {
+            "n_experts": 4,
+            "top_k": 2,
+            "d_expert": 4,
+            "scoring": "sigmoid",
+            "norm_topk_prob": True,
+            "n_group": 2,
+            "topk_group": 1,
+            "n_shared": 1,
+            "routed_scaling_factor": 2.5,
+        },
+        {},
+        0,
+    ),
+    "topk_softmax_one_group_each": (
+        {"n_experts": 4, "top_k": 2, "d_expert": 4, "scoring": "topk_softmax", "n_group": 2, "topk_group": 1},
+        {},
+        16,
+    ),
+}
+
+
+def _spec(name):
+    moe, fields, _ = SHAPES[name]
+    return own_spec({**BLOCK, **fields, "moe": moe})
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_count_agrees_with_the_judge(name):
+    spec = _spec(name)
+    counts = count_model(spec)
+    assert counts.breakdown.get("moe_router", 0) == SHAPES[name][2]
+    row = own_case(name, spec, other_seed=False)
+    assert row["measured"] == row["count"] == counts.unidentified, row
+    assert row["measured_half"] == row["measured"], row
+    assert row["gap"] > 6, row  # decades between the kept and the dropped singular values
+    assert row["expert_min_positions"] >= row["expert_need"] > 0, row  # every expert routed enough positions
+    assert row["agree"], row
+
+
+@pytest.mark.parametrize("name", ["mixtral_moe", "qwen3_moe", "gpt_oss_moe"])
+def test_real_classes_agree(name):
+    from attnid.model.grid import real_case
+
+    row = real_case(name, other_seed=False)
+    assert row["agree"], row
+    assert row["count"] > 0 and row["gap"] > 6, row
+
+
+# published totals (billions) and the MoE terms: router d (softmax family, +1 with a router bias) per MoE block
+# (0 for sigmoid with top-8), hidden units E m (+ shared) per MoE block
+SHIPPED = {
+    "mixtral_8x7b": (46.7, 32 * 4096, 32 * 8 * 14336),
+    "qwen3_30b_a3b": (30.5, 48 * 2048, 48 * 128 * 768),
+    "gpt_oss_20b": (20.9, 24 * 2881, 24 * 32 * 2880),
+    "deepseek_v2_lite": (15.7, 26 * 2048, 26 * (64 + 2) * 1408),
+    "deepseek_v3": (671.0, 0, 58 * (256 + 1) * 2048),
+}
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_shipped_moe_configs_count(name):
+    row = shipped_row(name)
+    assert row["status"] == "ok", row["status"]
+    total, router, hidden = SHIPPED[name]
+    assert abs(row["P"] / 1e9 - total) < 0.05 * total
+    assert row.get("src_moe_router", 0) == router
+    assert row["src_moe_hidden_units"] == hidden
+    assert 0 < row["unidentified"] < row["P"]
+
+
+def test_config_keys_reach_the_spec():
+    cfg = stored_config("deepseek_v3")
+    moe = model_spec(cfg, seq_len=16).layer_specs[-1].mlp
+    assert (moe.scoring, moe.n_group, moe.topk_group, moe.norm_topk_prob) == ("sigmoid", 8, 4, True)
+    assert moe.routed_scaling_factor == 2.5 and moe.n_shared == 1
+    oss = model_spec(stored_config("gpt_oss_20b"), seq_len=16).layer_specs[0].mlp
+    assert (oss.scoring, oss.router_bias, oss.expert_bias, oss.activation) == ("topk_softmax", True, True, "gpt_oss")
+    qwen = model_spec({**stored_config("qwen3_30b_a3b"), "norm_topk_prob": True}, seq_len=16).layer_specs[0].mlp
+    assert qwen.norm_topk_prob and qwen.n_experts == 128 and qwen.top_k == 8
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"n_experts": 4, "top_k": 5, "d_expert": 2}, "moe.top_k"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 0}, "moe.d_expert"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 2, "scoring": "relu"}, "moe.scoring"),
+        ({"n_experts": 6, "top_k": 2, "d_expert": 2, "n_group": 4}, "moe.n_group"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 2, "n_group": 2, "topk_group": 3}, "moe.topk_group"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 2, "capacity": 2}, "moe.capacity"),
+    ],
+)
+def test_bad_moe_fields_are_refused_by_name(fields, field):
+    with pytest.raises(SpecError) as err:
+        MoESpec.from_config(fields)
+    assert err.value.field == field
+
+
+def test_unmodelled_settings_are_refused_by_name():
+    moe = {"n_experts": 4, "top_k": 2, "d_expert": 2}
+    with pytest.raises(SpecError) as err:
+        own_spec({"moe": moe})  # LayerNorm
+    assert err.value.field == "moe"
+    with pytest.raises(SpecError) as err:
+        own_spec({**BLOCK, "parallel": True, "moe": moe})
+    assert err.value.field == "moe"
+    for key, value in (("mlp_only_layers", [0]), ("decoder_sparse_step", 2)):
+        with pytest.raises(SpecError) as err:
+            model_spec({**stored_config("qwen3_30b_a3b"), key: value}, seq_len=16)
+        assert err.value.field == key
+    with pytest.raises(SpecError) as err:
+        model_spec({**stored_config("deepseek_v2_lite"), "norm_topk_prob": True}, seq_len=16)
+    assert err.value.field == "norm_topk_prob"
+    with pytest.raises(SpecError) as err:
+        model_spec({**stored_config("deepseek_v3"), "scoring_func": "softmax"}, seq_len=16)
+    assert err.value.field == "scoring_func"
