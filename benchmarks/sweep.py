@@ -221,7 +221,8 @@ def paper(args) -> None:
             continue
         task, optimizer = section["task"], args.optimizer
         n_optimizers = len(section["optimizers"])
-        steps = [max(2, round(section["steps"] * args.fraction)), max(4, round(2 * section["steps"] * args.fraction))]
+        steps = [max(3, round(section["steps"] * args.fraction)), max(6, round(2 * section["steps"] * args.fraction))]
+        often = max(1, min(steps[0] // 4, steps[0] - 2))  # the evaluation run: at least one more evaluation
         for heads in [h for h in section["heads"] if not args.heads or h in args.heads]:
             keys = [k for k in runs(training, task, optimizer) if k["heads"] == heads]
             cfgs = [run_config(job_params(training, task, optimizer), args.device, **k) for k in keys]
@@ -231,12 +232,12 @@ def paper(args) -> None:
             if not args.floor_only:
                 train_batched([c.with_(steps=1, eval_every=1) for c in cfgs[:2]], progress=False)  # warm-up, not timed
                 cpu = []
-                for n, every in ((steps[0], steps[0]), (steps[1], steps[1]), (steps[0], max(1, steps[0] // 4))):
+                for n, every in ((steps[0], steps[0]), (steps[1], steps[1]), (steps[0], often)):
                     start = time.process_time()
                     train_batched([c.with_(steps=n, eval_every=every) for c in cfgs], progress=False)
                     cpu.append(time.process_time() - start)
                 per_step = (cpu[1] - cpu[0]) / (steps[1] - steps[0])
-                extra = evaluations(steps[0], max(1, steps[0] // 4)) - evaluations(steps[0], steps[0])
+                extra = evaluations(steps[0], often) - evaluations(steps[0], steps[0])
                 per_eval = max(cpu[2] - cpu[0], 0.0) / extra
                 fixed = max(cpu[0] - per_step * steps[0] - per_eval * evaluations(steps[0], steps[0]), 0.0)
                 row.update(measured_steps=steps, ms_per_step=1e3 * per_step, s_per_eval=per_eval, fixed_s=fixed,
