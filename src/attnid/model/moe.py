@@ -217,6 +217,15 @@ def expert_loads():
         _LOADS = previous
 
 
+def record_choice(chosen, n_experts: int) -> None:
+    """While `expert_loads` runs, add the positions routed to each expert by chosen (..., k) expert ids
+    (a forward hook on a real model's router calls it)."""
+    if _LOADS is not None:
+        import torch
+
+        _LOADS.append(torch.bincount(chosen.detach().reshape(-1), minlength=n_experts))
+
+
 def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
     """The MoE MLP of the block `prefix` (parameters w[prefix + '.router'], ...): (..., d) -> (..., d), float64.
 

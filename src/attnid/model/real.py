@@ -11,13 +11,16 @@ gradient although the forward pass reads it: the pad token is set to None and ev
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
+import threading
 from dataclasses import dataclass
 
 import torch
 
 from ..hf.modules import KeepFloat64
+from .moe import record_choice
 
 DTYPE = torch.float64
 
@@ -154,6 +157,16 @@ class RealModel:
     shapes: list
     theta: torch.Tensor  # (P,) float64
 
+    def _own_module(self) -> torch.nn.Module:
+        """The module for this thread: functional_call swaps a module's parameters while it runs, so a
+        worker thread (the judge measures two halves side by side) calls its own copy."""
+        if threading.current_thread() is threading.main_thread():
+            return self.module
+        local = self.__dict__.setdefault("_threads", threading.local())
+        if not hasattr(local, "module"):
+            local.module = copy.deepcopy(self.module)
+        return local.module
+
     def forward(self, theta: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (T, V) of one sequence (T,) or (B, T, V) of a batch (B, T)."""
         params, offset = {}, 0
@@ -164,7 +177,8 @@ class RealModel:
         squeeze = tokens.dim() == 1
         ids = tokens[None] if squeeze else tokens
         with KeepFloat64():
-            out = torch.func.functional_call(self.module, params, (), {"input_ids": ids, "use_cache": False}).logits
+            out = torch.func.functional_call(self._own_module(), params, (), {"input_ids": ids, "use_cache": False})
+            out = out.logits
         return out[0] if squeeze else out
 
 
@@ -195,6 +209,9 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
     if any(key in cfg for key in ("num_local_experts", "num_experts", "n_routed_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     model = getattr(transformers, class_name)(config).to(DTYPE).eval()
+    for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.moe.expert_loads
+        if type(sub).__name__.lower().endswith("router"):
+            sub.register_forward_hook(lambda module, args, out: record_choice(out[-1], module.num_experts))
     for sub in model.modules():
         if isinstance(sub, torch.nn.Embedding):
             sub.padding_idx = None
