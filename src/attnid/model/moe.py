@@ -23,6 +23,8 @@ only through the weights w it gives the chosen experts, and every expert only on
 - hidden units: every expert's gated units keep the dense scaling (up column c, down row 1/c): E m.
   GPT-OSS's (up + 1) needs the up bias to absorb it (c (u + b + 1) = c u + (c b + c - 1) + 1):
   E m with expert biases, 0 without. Shared experts: a dense SwiGLU of width n_shared m, n_shared m.
+  The clamp: the scaling moves where up reaches +-limit, so a unit whose up is clamped on some input
+  loses it; the count assumes no input is clamped (so at a trained point it is an upper bound there).
 - router: weights normalised over the chosen (topk_softmax, or softmax with norm_topk_prob) depend on
   differences z_a - z_b of chosen experts only: one common shift v of the router rows (d_in, plus 1
   with a router bias) per connected component of the "chosen together" graph: one component
