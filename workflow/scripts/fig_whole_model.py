@@ -14,11 +14,17 @@ from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
 
 GROUPS = {
     "attention": ["src_attention", "src_parallel_constants", "src_constant_offsets", "src_latent_token_points"],
-    "stream rotations": ["src_residual_rotations", "src_residual_scale"],
-    "norm gain / bias": ["src_norm_gain", "src_norm_bias"],
+    "stream rotations": ["src_residual_rotations", "src_residual_scale", "src_skip_rotation"],
+    "norm gain / bias": ["src_norm_gain", "src_norm_bias", "src_norm_bias_offsets", "src_mlm_head"],
     "LayerNorm centring": ["src_centring_readers", "src_centring_writers"],
     "MLP hidden units": ["src_mlp_hidden"],
-    "embeddings, rest": ["src_embeddings", "src_unread_positions"],
+    "embeddings, rest": [
+        "src_embeddings",
+        "src_unread_positions",
+        "src_embedding_norm",
+        "src_token_types",
+        "src_tied_shift",
+    ],
 }
 
 
