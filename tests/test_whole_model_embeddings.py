@@ -107,6 +107,8 @@ def test_refused_by_name():
         own_spec({"token_types": 2, "positions": "none"})
     with pytest.raises(SpecError, match="vocab_size"):  # 4 tokens cannot pin the points a tied head leaves free
         count_model(own_spec({**BLOOM, "tied": True, "vocab_size": 4}))
+    with pytest.raises(SpecError, match="vocab_size"):  # V = d: measured 7 more than the rule
+        count_model(own_spec({**BLOOM, "tied": True, "vocab_size": 8}))
 
 
 def test_stored_configs():
