@@ -10,10 +10,10 @@ Tokens are drawn balanced (each vocabulary entry equally often, then shuffled), 
 embedding row is seen at least N / V >= 3 d times for the sizes used here. The count is
 re-measured on the first half of the sequences and at another seed (new theta and tokens).
 A mixture of experts routes a position to k of its E experts, and an expert is seen only on the
-positions routed to it: P is replaced by max(P, (E / k) p_e), p_e one routed expert's parameters
-(`attnid.model.moe.routed_params`), so that each expert is routed about oversample p_e / info positions;
-a random point routes unevenly, so the grid adds sequences until every expert of our own function is
-routed that many positions on the first half of the data (`attnid.model.moe.routed_tokens`).
+positions routed to it, each of its gated units through one scalar per position: an expert needs
+oversample max(2 (d + [b]), p_e / info) positions on the first half of the data (p_e its parameters),
+so N is at least 2 (E / k) times that (`attnid.model.moe.routed_positions`); a random point routes
+unevenly, so the grid adds sequences until every expert is routed that many (`attnid.model.moe.routed_tokens`).
 
 Rank: singular values above RANK_RTOL * sigma_max (the attention judge's threshold, 1e-10).
 Weakly identified directions: with eps > 0 a norm's exact scale symmetry becomes a direction
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -35,7 +36,7 @@ from torch.func import jacrev, vmap
 from ..jacobian import RANK_RTOL, numerical_rank
 from .forward import logits
 from .layout import ModelLayout
-from .moe import routed_params
+from .moe import routed_positions
 from .spec import ModelSpec
 
 DTYPE = torch.float64
@@ -51,16 +52,14 @@ class ModelSizing:
 
 def has_eps(spec: ModelSpec) -> bool:
     """Whether some norm of the model (its own, or a layer's q/k norm) has eps > 0."""
-    return spec.norm_eps > 0 or any(
-        x.attention.has_norm and x.attention.norm_eps > 0 for x in spec.layer_specs
-    )
+    return spec.norm_eps > 0 or any(x.attention.has_norm and x.attention.norm_eps > 0 for x in spec.layer_specs)
 
 
 def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
     """Positions and sequences by information per position (rule in the module docstring)."""
     P = ModelLayout(spec).size
     info = min(spec.vocab_size, spec.d_model)
-    positions = math.ceil(oversample * max(P, routed_params(spec)) / info)
+    positions = max(math.ceil(oversample * P / info), routed_positions(spec, oversample))
     T = spec.seq_len
     return ModelSizing(info, positions, T, max(2, math.ceil(positions / T)))
 
@@ -92,19 +91,44 @@ def rank_of(J: torch.Tensor, rtol: float = RANK_RTOL) -> tuple[dict, torch.Tenso
     return numerical_rank(sigma, rtol), (sigma / sigma.max()).cpu()
 
 
+def concurrently(calls, workers: int) -> list:
+    """The results of zero-argument callables, run on `workers` threads (torch kernels release the GIL)."""
+    if workers <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
+
+
 def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = True, rtol: float = RANK_RTOL) -> dict:
-    """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences."""
+    """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences.
+
+    The two halves of the sequences are independent until the end: with torch threads >= 2 their
+    Jacobians and R factors are computed side by side on two single-threaded workers (f must then be
+    safe to call from two threads), then J's R comes from [R_half; R_rest] while R_half's singular
+    values are taken beside it (one dense SVD per worker: the serial SVD is the cost at P ~ 3,000)."""
     start = time.perf_counter()
-    J = jacobian_rows(f, theta, tokens)
-    rows = (tokens.shape[0] // 2) * (J.shape[0] // tokens.shape[0])
-    R_half = triangular_factor(J[:rows])
-    R = triangular_factor(torch.cat([R_half, J[rows:]]))  # J's R, from the first half's
-    del J
-    rank, sigma = rank_of(R, rtol)
-    P = theta.numel()
+    threads = torch.get_num_threads()
+    workers = 2 if threads >= 2 else 1
+    half_seqs = tokens.shape[0] // 2
+    torch.set_num_threads(max(1, threads // workers))
+    try:
+        R_half, R_rest = concurrently(
+            [
+                lambda: triangular_factor(jacobian_rows(f, theta, tokens[:half_seqs])),
+                lambda: triangular_factor(jacobian_rows(f, theta, tokens[half_seqs:])),
+            ],
+            workers,
+        )
+        calls = [lambda: rank_of(triangular_factor(torch.cat([R_half, R_rest])), rtol)]  # J's R from the halves'
+        if half:
+            calls.append(lambda: rank_of(R_half, rtol))
+        results = concurrently(calls, workers)
+    finally:
+        torch.set_num_threads(threads)
+    (rank, sigma), P = results[0], theta.numel()
     out = {"measured": P - rank["rank"], **rank, "sigma": sigma, "positions": tokens.numel()}
     if half:
-        out["measured_half"] = P - rank_of(R_half, rtol)[0]["rank"]
+        out["measured_half"] = P - results[1][0]["rank"]
     out["seconds"] = time.perf_counter() - start
     return out
 

@@ -308,16 +308,26 @@ def expert_params(moe: MoESpec, d: int) -> int:
     return 3 * moe.d_expert * d + moe.expert_bias * (2 * moe.d_expert + d)
 
 
-def routed_params(spec) -> float:
-    """(E / k) p_e, the largest over MoE blocks; 0 without MoE. An expert sees about k / E of the positions,
-    so the judge needs (E / k) oversample p_e / info of them for each expert to see oversample p_e / info."""
-    return max((m.routing_fraction * expert_params(m, spec.d_model) for m in _moe_blocks(spec)), default=0)
+def _need(moe: MoESpec, d: int, info: int, oversample: float) -> int:
+    """Positions one expert must be routed: a gated unit's 2 (d + [b]) input weights reach the logits through
+    one scalar per position (its hidden value times a fixed row of D), so 2 (d + [b]) positions at least, and
+    p_e / info for the expert as a whole; times oversample."""
+    return math.ceil(oversample * max(2 * (d + moe.expert_bias), expert_params(moe, d) / info))
 
 
 def expert_need(spec, oversample: float) -> int:
-    """Positions each expert must be routed on the first half of the data: ceil(oversample p_e / info)."""
+    """Positions each expert must be routed on the first half of the data (the largest over MoE blocks)."""
     info = min(spec.vocab_size, spec.d_model)
-    return max((math.ceil(oversample * expert_params(m, spec.d_model) / info) for m in _moe_blocks(spec)), default=0)
+    return max((_need(m, spec.d_model, info, oversample) for m in _moe_blocks(spec)), default=0)
+
+
+def routed_positions(spec, oversample: float) -> int:
+    """Positions N such that every expert expects its need on half of them: 2 (E / k) need; 0 without MoE."""
+    info = min(spec.vocab_size, spec.d_model)
+    blocks = _moe_blocks(spec)
+    return max(
+        (math.ceil(2 * m.routing_fraction * _need(m, spec.d_model, info, oversample)) for m in blocks), default=0
+    )
 
 
 def routed_tokens(spec, f, theta, draw, batch: int, oversample: float, tries: int = 4):
