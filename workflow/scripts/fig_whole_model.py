@@ -3,7 +3,8 @@
 Reads results/tables/whole_model.csv (one row per shipped config; attnid.model.shipped). One bar per
 model the whole-model count covers: the unidentified parameters split by source (share of all
 unidentified ones, %), grouped into attention (the layers' own symmetries), residual-stream rotations,
-norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units, and the rest
+norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units (dense and
+routed experts' units, with a mixture of experts' router shift), and the rest
 (embeddings, constants, unread rows). Text on the right: unidentified / P of the whole model.
 """
 
@@ -17,7 +18,7 @@ GROUPS = {
     "stream rotations": ["src_residual_rotations", "src_residual_scale", "src_skip_rotation"],
     "norm gain / bias": ["src_norm_gain", "src_norm_bias", "src_norm_bias_offsets", "src_mlm_head"],
     "LayerNorm centring": ["src_centring_readers", "src_centring_writers"],
-    "MLP hidden units": ["src_mlp_hidden"],
+    "MLP units, MoE router": ["src_mlp_hidden", "src_moe_hidden_units", "src_moe_router"],
     "embeddings, rest": [
         "src_embeddings",
         "src_unread_positions",
