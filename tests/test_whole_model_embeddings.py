@@ -124,7 +124,7 @@ def test_stored_configs():
     assert df.loc["bert_base", "src_tied_shift"] == 1
 
 
-@pytest.mark.parametrize("name", ["bloom", "bert_mlm"])
+@pytest.mark.parametrize("name", ["bloom", "bloom_untied", "bert_mlm"])
 def test_real_model_agrees(name):
     """BloomForCausalLM and BertForMaskedLM from shrunk configs, float64 eager: every parameter, the count."""
     pytest.importorskip("transformers")

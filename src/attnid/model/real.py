@@ -112,6 +112,12 @@ TINY = {
         {"model_type": "bloom", "vocab_size": 16, "hidden_size": 8, "n_head": 2, "n_layer": 1,
          "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True},
     ),  # fmt: skip
+    # untied: the norm's 2d parameters and every stream rotation free (V + 2 <= 2d + 21 at d = 8)
+    "bloom_untied": (
+        "BloomForCausalLM",
+        {"model_type": "bloom", "vocab_size": 16, "hidden_size": 8, "n_head": 2, "n_layer": 1,
+         "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False},
+    ),  # fmt: skip
     # post-LN, token types (ids all 0), the MLM head; eps 1e-5 instead of BERT's 1e-12 (its scales stay above the cut)
     "bert_mlm": (
         "BertForMaskedLM",
