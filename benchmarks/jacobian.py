@@ -219,18 +219,11 @@ def estimate(spec, method: str, oversample) -> float:
     return jac.estimate_cost(spec, method, oversample or (3.0 if method == "dense" else 1.25)).seconds
 
 
-def sample(jobs: list, budget: float) -> list[int]:
-    """Indices of the jobs to measure: the cheapest, then every k-th by estimate while the estimates fit `budget`."""
+def sample_order(jobs: list) -> list[int]:
+    """Indices of the jobs in the order they are sampled: by estimate, the cheapest first, then spread over the range."""
     order = sorted(range(len(jobs)), key=lambda i: estimate(*jobs[i][:3]))
-    chosen, spent = [order[0]], estimate(*jobs[order[0]][:3])
     step = max(1, len(order) // 8)
-    for i in order[step::step]:
-        cost = estimate(*jobs[i][:3])
-        if spent + cost > budget:
-            break
-        chosen.append(i)
-        spent += cost
-    return chosen
+    return list(dict.fromkeys([order[0], *order[step::step], *order]))
 
 
 def old_svd_path():
@@ -263,17 +256,18 @@ def print_budget(preset: str, sample_seconds: float) -> None:
     for rule, rule_jobs_ in jobs.items():
         old_rule = rule.startswith("(old)")
         estimates = [estimate(*job[:3]) for job in rule_jobs_]
-        if (
-            old_rule
-        ):  # every spec of the counting grid at its width, scaled by the measured/estimated of its method above
+        if old_rule:  # every spec of the counting grid at its width, scaled by its method's measured/estimated above
             total = sum(ratios.get(job[1], 1.0) * e for job, e in zip(rule_jobs_, estimates))
             print(f"{rule:32s} {len(rule_jobs_):5d} {0:7d} {'-':>10s} {'-':>10s} {'-':>10s} {total:10.0f}  (extrapolated: "
                   f"estimate x measured/estimated of {', '.join(f'{k} {v:.2f}' for k, v in ratios.items())})")  # fmt: skip
             totals[rule] = (None, total)
             continue
-        chosen = sample(rule_jobs_, sample_seconds)
-        new = old = 0.0
-        for n, i in enumerate(chosen):
+        chosen, new, old = [], 0.0, 0.0
+        for n, i in enumerate(sample_order(rule_jobs_)):
+            prior = ratios.get(rule_jobs_[i][1], 1.0)  # measured/estimated of this method so far
+            factor = new / sum(estimates[j] for j in chosen) if chosen else prior
+            if new + factor * estimates[i] > sample_seconds:  # predicted past the sample's budget: extrapolated
+                continue
             spec, method, _, run = rule_jobs_[i]
             for path in ("new", "old") if n % 2 else ("old", "new"):  # alternate, so warm-up favours neither
                 if path == "old" and method != "dense":
@@ -284,11 +278,18 @@ def print_budget(preset: str, sample_seconds: float) -> None:
                         run(spec)
                     old += since(t)["cpu"]
                 else:
-                    run(spec)
+                    row = run(spec)
                     new += since(t)["cpu"]
-        est_sample = sum(estimates[i] for i in chosen)
-        factor = new / est_sample
-        ratios.setdefault(rule_jobs_[chosen[0]][1], factor)  # first rule measuring a method calibrates it
+                    if method == "certificate":  # where a certificate's time goes (wall seconds)
+                        parts = ("directions", "jacobian_rows", "gram", "cholesky")
+                        print(f"    {spec.label} P={spec.n_params}: " + ", ".join(f"{k} {row[f'seconds_{k}']:.1f} s" for k in parts)
+                              + f", peak {row['peak_memory_bytes'] / 2**30:.2f} GiB", flush=True)  # fmt: skip
+            chosen.append(i)
+        if chosen:
+            factor = new / sum(estimates[i] for i in chosen)
+            ratios.setdefault(rule_jobs_[chosen[0]][1], factor)  # the first rule measuring a method calibrates it
+        else:  # nothing cheap enough to sample: the method's ratio measured in an earlier rule
+            factor = ratios.get(rule_jobs_[0][1], 1.0)
         rest = sum(e for i, e in enumerate(estimates) if i not in chosen)
         total_new = new + factor * rest
         total_old = (old + factor * (old / new) * rest) if old else total_new
@@ -298,7 +299,7 @@ def print_budget(preset: str, sample_seconds: float) -> None:
             flush=True,
         )
     new_sum = sum(t[0] for r, t in totals.items() if t[0] is not None)
-    old_sum = sum(t[1] for r, t in totals.items() if r != "jacobian_ratio_points")
+    old_sum = sum(t[1] for r, t in totals.items() if r != "jacobian_ratio_points")  # with the old ratio points
     print(f"{'all Jacobian rules':32s} {'':5s} {'':7s} {'':10s} {'':10s} {new_sum:10.0f} {old_sum:10.0f}  "
           f"(new: {new_sum / 60:.1f} CPU-min; old, with the old ratio points: {old_sum / 3600:.1f} CPU-h)", flush=True)  # fmt: skip
 

@@ -32,7 +32,9 @@ measures 22, not 20), with spread positions each sequence brings its own (T = 2 
 
 Cost (:func:`estimate_cost`), from the sizes alone, before anything is allocated: the dense
 method holds J (rows x P, rows = B T d) and its copy inside the SVD; the certificate holds the
-Gram (P - m)^2, the null-space samples and basis (2 P m) and the jacrev workspace of a row block.
+Gram (P - m)^2, the null-space samples and basis (2 P m) and the jacrev workspace of a row block,
+and its time is the Gram (rows (P - m)^2 / 2), J Q (2 rows P m: larger than the Gram when m > P / 4),
+Cholesky ((P - m)^3 / 3), the basis of the null-space samples (QR and SVD) and the rows of J.
 Seconds use the rates measured on a 2-core CPU (float64: a dense SVD ~1e9 flop/s, a matrix
 product ~3e10 flop/s, the small vmapped autograd products ~1e9 flop/s); a busy machine is slower.
 """
@@ -163,8 +165,10 @@ def estimate_cost(spec: AttentionSpec, method: str, oversample: float, seq_len: 
         memory = 8.0 * (2 * rows * P + P) + ROW_BLOCK_BYTES
         seconds = 4.0 * rows * P * min(rows, P) / SVD_FLOPS + jacobian / AUTOGRAD_FLOPS
     else:
-        n = P - m
+        n, samples = P - m, m + 8  # complement of the null space; the null-space samples (count + 8)
         memory = 8.0 * (n * n + 2 * P * (m + 16)) + 6 * ROW_BLOCK_BYTES  # Gram, null-space samples and basis, jacrev
-        products = (60 + 2 * (m + 16)) * sizing.batch * 3 * forward  # sigma_max (30 J^T J u) and J Q
-        seconds = (rows * n * n / 2 + n**3 / 3) / MATMUL_FLOPS + (jacobian + products) / AUTOGRAD_FLOPS
+        # one pass over the rows: the Gram's lower triangle, J Q and J U (Q: m columns, U: <= 3); then Cholesky;
+        # the basis of the samples: QR (2 P s^2) and the SVD of its s x s factor
+        gram = rows * n * n / 2 + 2 * rows * P * (m + 3) + n**3 / 3 + 2 * P * samples**2
+        seconds = gram / MATMUL_FLOPS + 4.0 * samples**3 / SVD_FLOPS + jacobian / AUTOGRAD_FLOPS
     return Cost(method, P, rows, memory, seconds + SPEC_OVERHEAD_SECONDS)
