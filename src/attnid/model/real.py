@@ -109,22 +109,46 @@ TINY = {
     # a LayerNorm on the word embeddings before pre-LN blocks, ALiBi, tied (attnid.model.embeddings)
     "bloom": (
         "BloomForCausalLM",
-        {"model_type": "bloom", "vocab_size": 16, "hidden_size": 8, "n_head": 2, "n_layer": 1,
-         "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True},
-    ),  # fmt: skip
+        {
+            "model_type": "bloom",
+            "vocab_size": 16,
+            "hidden_size": 8,
+            "n_head": 2,
+            "n_layer": 1,
+            "layer_norm_epsilon": 1e-5,
+            "tie_word_embeddings": True,
+        },
+    ),
     # untied: the norm's 2d parameters and every stream rotation free (V + 2 <= 2d + 21 at d = 8)
     "bloom_untied": (
         "BloomForCausalLM",
-        {"model_type": "bloom", "vocab_size": 16, "hidden_size": 8, "n_head": 2, "n_layer": 1,
-         "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False},
-    ),  # fmt: skip
+        {
+            "model_type": "bloom",
+            "vocab_size": 16,
+            "hidden_size": 8,
+            "n_head": 2,
+            "n_layer": 1,
+            "layer_norm_epsilon": 1e-5,
+            "tie_word_embeddings": False,
+        },
+    ),
     # post-LN, token types (ids all 0), the MLM head; eps 1e-5 instead of BERT's 1e-12 (its scales stay above the cut)
     "bert_mlm": (
         "BertForMaskedLM",
-        {"model_type": "bert", "vocab_size": 16, "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
-         "intermediate_size": 8, "max_position_embeddings": 6, "type_vocab_size": 2, "hidden_act": "gelu",
-         "layer_norm_eps": 1e-5, "tie_word_embeddings": True},
-    ),  # fmt: skip
+        {
+            "model_type": "bert",
+            "vocab_size": 16,
+            "hidden_size": 8,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "intermediate_size": 8,
+            "max_position_embeddings": 6,
+            "type_vocab_size": 2,
+            "hidden_act": "gelu",
+            "layer_norm_eps": 1e-5,
+            "tie_word_embeddings": True,
+        },
+    ),
 }
 # DeepSeek's multi-head latent attention: 2 heads, nope 4 + rope 2, values 4, ranks r_kv 4 and r_q 6 (V3) or a
 # plain q_proj (V2); one block with a dense SwiGLU MLP (first_k_dense_replace = n_layers). At V = 16 the first
