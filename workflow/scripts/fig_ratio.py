@@ -77,7 +77,7 @@ def plot(ratios: pd.DataFrame, points: pd.DataFrame | None = None):
     heads = np.sort(df["n_heads"].unique())
     curve = np.geomspace(heads.min(), heads.max(), 100)
     widths = df["width_measured"].dropna().unique()
-    jacobian = "Jacobian" if not len(widths) else f"Jacobian at $d = {int(widths[0])}$ (dotted: its count)"
+    jacobian = "Jacobian" if not len(widths) else f"Jacobian ($d = {int(widths[0])}$)"  # dotted: its count
     for ax, (title, lines) in zip(np.atleast_1d(axes), spec):
         ax.plot(curve, 1 / (2 * curve), "-", color="0.8", lw=4, zorder=0, label=r"$1/(2H)$")
         for i, (name, rows) in enumerate(lines):
