@@ -3,8 +3,11 @@
 J has one row per (sequence, position, vocabulary entry) and one column per parameter. Sizing
 rule (:func:`model_sizing`): a position's logits move, to first order, by dx U + x dU: the
 upstream parameters reach them only through the final residual row x, which carries at most
-info = min(V, d) independent directions (d - 1 after a LayerNorm, fewer for the first tokens of
-a causal model); so we take N = ceil(oversample * P / info) positions, oversample = 3, in
+info = min(V, d - k) independent directions, k the directions a norm's output n cannot move along
+(its change dn is orthogonal to n, and to 1 after a LayerNorm): k = 2 when the unembedding reads a
+LayerNorm, 1 an RMSNorm, 0 the raw stream (at a 2-layer post-LN BERT, d = 8, 3 P / d positions left
+the half-data rank one short); fewer for the first tokens of a causal model. So we take
+N = ceil(oversample * P / info) positions, oversample = 3, in
 B = ceil(N / T) sequences of the full length T = seq_len (every position row in use is read).
 Tokens are drawn balanced (each vocabulary entry equally often, then shuffled), so every
 embedding row is seen at least N / V >= 3 d times for the sizes used here. The count is
@@ -44,7 +47,7 @@ DTYPE = torch.float64
 
 @dataclass(frozen=True)
 class ModelSizing:
-    info_per_position: int  # min(V, d)
+    info_per_position: int  # min(V, d - k)
     positions: int  # N = ceil(oversample * P / info)
     seq_len: int  # T = spec.seq_len
     batch: int  # B = max(2, ceil(N / T))
@@ -55,10 +58,18 @@ def has_eps(spec: ModelSpec) -> bool:
     return spec.norm_eps > 0 or any(x.attention.has_norm and x.attention.norm_eps > 0 for x in spec.layer_specs)
 
 
+def directions_lost(spec: ModelSpec) -> int:
+    """k of the sizing rule: 0 when the unembedding reads the raw stream; when it reads a norm's output n
+    (a final norm, a post-LN block's, an MLM head's), dn is orthogonal to n (RMSNorm) and to 1 (LayerNorm)."""
+    if not (spec.final_norm or spec.norm_position == "post" or spec.mlm_head):
+        return 0
+    return 2 if spec.norm == "layernorm" else 1
+
+
 def model_sizing(spec: ModelSpec, oversample: float = 3.0) -> ModelSizing:
     """Positions and sequences by information per position (rule in the module docstring)."""
     P = ModelLayout(spec).size
-    info = min(spec.vocab_size, spec.d_model)
+    info = max(1, min(spec.vocab_size, spec.d_model - directions_lost(spec)))
     positions = max(math.ceil(oversample * P / info), routed_positions(spec, oversample))
     T = spec.seq_len
     return ModelSizing(info, positions, T, max(2, math.ceil(positions / T)))
