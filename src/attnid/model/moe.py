@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import dataclass
 
 from ..spec import SpecError
@@ -205,27 +206,31 @@ class MoESpec:
         return cls(**mapping)
 
 
-_LOADS: list | None = None  # while `expert_loads` runs: every MoE call's positions per expert
+_RECORDING = threading.local()  # .loads: while `expert_loads` runs in this thread, the list it collects
+
+
+def _loads() -> list | None:
+    return getattr(_RECORDING, "loads", None)
 
 
 @contextlib.contextmanager
 def expert_loads():
-    """Inside: a list that collects, for every MoE block called (in order), the positions routed to each expert (E,)."""
-    global _LOADS
-    previous, _LOADS = _LOADS, []
+    """Inside: a list that collects, for every MoE block called in this thread (in order), the positions
+    routed to each expert (E,) (per thread: the grid measures cases side by side)."""
+    previous, _RECORDING.loads = _loads(), []
     try:
-        yield _LOADS
+        yield _RECORDING.loads
     finally:
-        _LOADS = previous
+        _RECORDING.loads = previous
 
 
 def record_choice(chosen, n_experts: int) -> None:
     """While `expert_loads` runs, add the positions routed to each expert by chosen (..., k) expert ids
     (a forward hook on a real model's router calls it)."""
-    if _LOADS is not None:
+    if _loads() is not None:
         import torch
 
-        _LOADS.append(torch.bincount(chosen.detach().reshape(-1), minlength=n_experts))
+        _loads().append(torch.bincount(chosen.detach().reshape(-1), minlength=n_experts))
 
 
 def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
@@ -258,8 +263,8 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         if moe.norm_topk_prob:
             weight = weight / weight.sum(-1, keepdim=True)
     weight = weight * moe.routed_scaling_factor  # (..., E)
-    if _LOADS is not None:
-        _LOADS.append(mask.detach().reshape(-1, E).sum(0))
+    if _loads() is not None:
+        _loads().append(mask.detach().reshape(-1, E).sum(0))
 
     gate = torch.einsum("...d,edm->...em", x, w[p + "gate"])  # (..., E, m)
     up = torch.einsum("...d,edm->...em", x, w[p + "up"])
