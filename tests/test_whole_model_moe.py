@@ -155,3 +155,22 @@ def test_unmodelled_settings_are_refused_by_name():
     with pytest.raises(SpecError) as err:
         model_spec({**stored_config("deepseek_v3"), "scoring_func": "softmax"}, seq_len=16)
     assert err.value.field == "scoring_func"
+
+
+@pytest.mark.parametrize("name", ["mixtral_moe", "qwen3_moe", "gpt_oss_moe", "deepseek_v3_moe"])
+def test_real_routers_run_in_float64(name):
+    """The routers' float32 casts (softmax(dtype=float), .float(), .type(float32)) become float64 ones."""
+    import torch
+
+    from attnid.model.moe import expert_loads
+    from attnid.model.real import build_real
+
+    model = build_real(name)
+    dtypes = []
+    for sub in model.module.modules():
+        if type(sub).__name__.lower().endswith("router"):
+            sub.register_forward_hook(lambda module, args, out: dtypes.extend(t.dtype for t in out[:2]))
+    with expert_loads() as loads:
+        model.forward(model.theta, torch.arange(6) % 16)
+    assert dtypes and set(dtypes) == {torch.float64}
+    assert loads and all(int(x.sum()) == 6 * model.module.config.num_experts_per_tok for x in loads)
