@@ -4,7 +4,8 @@ Reads results/tables/whole_model.csv (one row per shipped config; attnid.model.s
 model the whole-model count covers: the unidentified parameters split by source (share of all
 unidentified ones, %), grouped into attention (the layers' own symmetries), residual-stream rotations,
 norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units (dense and
-routed experts' units, with a mixture of experts' router shift), and the rest
+routed experts' units, with a mixture of experts' router shift, and a parallel first block's MLP
+table), and the rest
 (embeddings, constants, unread rows). Text on the right: unidentified / P of the whole model.
 """
 
@@ -18,7 +19,7 @@ GROUPS = {
     "stream rotations": ["src_residual_rotations", "src_residual_scale", "src_skip_rotation"],
     "norm gain / bias": ["src_norm_gain", "src_norm_bias", "src_norm_bias_offsets", "src_mlm_head"],
     "LayerNorm centring": ["src_centring_readers", "src_centring_writers"],
-    "MLP units, MoE router": ["src_mlp_hidden", "src_moe_hidden_units", "src_moe_router"],
+    "MLP units, MoE router": ["src_mlp_hidden", "src_moe_hidden_units", "src_moe_router", "src_first_mlp_table"],
     "embeddings, rest": [
         "src_embeddings",
         "src_unread_positions",

@@ -80,6 +80,7 @@ import dataclasses
 from ..counting import Counts, _fibre_of_product, count
 from .embeddings import head_and_type_terms, pre_ln_embedding_norm
 from .latent import latent_fibre, token_point_terms
+from .limits import check_countable
 from .moe import MoESpec, moe_terms
 from .parallel_first import first_mlp_excess
 from .spec import ModelSpec
@@ -130,6 +131,7 @@ def _effective_biases(spec: ModelSpec, a, normed: bool, extra_o: bool) -> str:
 
 def count_model(spec: ModelSpec) -> Counts:
     """Exact unidentified and weakly identified counts of the whole model (rules in the module docstring)."""
+    check_countable(spec)  # ranges the rules do not cover (vocab_size <= d_model), refused by name
     d, V, L = spec.d_model, spec.vocab_size, spec.n_layers
     ln, beta, tied = spec.norm == "layernorm", spec.norm_bias, spec.tied
     learned = spec.positions == "learned"

@@ -58,6 +58,12 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         seq_len = max_positions
     max_positions = max(max_positions, seq_len) if positions != "learned" else max_positions
     mt = facts.model_type
+    if mt == "bert" and not facts.tied_embeddings:  # measured: P and the Jacobian's count both V more
+        raise SpecError(
+            "tie_word_embeddings",
+            "false: an untied BertForMaskedLM adds its decoder's own bias to the head's (two V-vectors seen only"
+            " through their sum): not modelled",
+        )
     return ModelSpec.from_layers(
         layers,
         vocab_size=facts.vocab_size,

@@ -16,15 +16,28 @@ from ..spec import SpecError
 from .counting import count_model
 from .from_hf import model_spec
 
+DEFAULT_SEQ_LEN = 2048  # positions used where a config names no maximum (Falcon, BLOOM)
+
+
+def default_seq_len(cfg: dict, seq_len: int | None = None) -> int | None:
+    """The positions T a config is counted on: seq_len if given, else the config's maximum; a model without
+    learned positions (ALiBi, RoPE, none) and no maximum takes DEFAULT_SEQ_LEN (T enters its count only through
+    the hypotheses T >= T_min); None (refused by `model_spec`) where learned positions name no maximum."""
+    if seq_len is not None:
+        return seq_len
+    facts = model_facts(cfg)
+    if facts.max_positions is None and facts.positions != "learned":
+        return DEFAULT_SEQ_LEN
+    return facts.max_positions
+
 
 def count_whole_model(config, seq_len: int | None = None) -> dict:
     """The whole-model counts of a config (a mapping, or a path to a config.json): total, unidentified,
-    identified, ratio, weakly_identified and the breakdown by source (the keys of `attnid count`)."""
+    identified, ratio, weakly_identified, the breakdown by source (the keys of `attnid count`) and the
+    positions seq_len it was counted on (:func:`default_seq_len`)."""
     cfg = config if isinstance(config, dict) else load_config(config)
-    return count_model(model_spec(cfg, seq_len)).to_dict()
-
-
-DEFAULT_SEQ_LEN = 2048  # positions used where a config names no maximum (Falcon)
+    spec = model_spec(cfg, default_seq_len(cfg, seq_len))
+    return {**count_model(spec).to_dict(), "seq_len": spec.seq_len}
 
 
 def count_from_args(args) -> dict:
@@ -38,7 +51,7 @@ def shipped_row(name: str, seq_len: int | None = None) -> dict:
     maximum, else DEFAULT_SEQ_LEN); `status` is 'ok' or the refusal."""
     cfg = stored_config(name)
     facts = model_facts(cfg)
-    seq_len = seq_len or facts.max_positions or DEFAULT_SEQ_LEN
+    seq_len = default_seq_len(cfg, seq_len) or DEFAULT_SEQ_LEN
     attn = [count(spec) for spec in (block.attention for block in facts.blocks)]
     row = {
         "model": name,
