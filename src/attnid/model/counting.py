@@ -69,6 +69,7 @@ Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters t
 Blocks that differ (`ModelSpec.layers`: their own attention spec and MLP) add their own per-block
 terms (3, 2's readers, 4's writers, 7, the constants of 3 and 5); the norms' gauge (1, 5, 6, 8) is
 the model's, whatever each block holds.
+Refused by name (`attnid.model.limits`): vocab_size <= d_model (the token rows do not span the stream).
 ReLU units make a measurement depend on the draw (a unit active on few tokens hides directions):
 the counts are generic; the judge's cases use GELU where a ReLU unit could starve.
 """
