@@ -147,3 +147,14 @@ def test_falcon_40b_counts_in_the_free_table_regime():
     assert row["status"] == "ok" and row["src_first_mlp_table"] == surplus + quadric + 3 - V + shift
     falcon_7b = shipped_row("falcon_7b")
     assert falcon_7b["status"] == "ok" and falcon_7b.get("src_first_mlp_table", 0) == 0
+
+
+def test_real_falcon_block_with_a_free_table_agrees():
+    """transformers' FalconForCausalLM with Falcon-40B's block (two norms, GQA, RoPE, tied) at vocab 12."""
+    pytest.importorskip("transformers")
+    from attnid.model.grid import real_case
+    from attnid.model.real import tiny_spec
+
+    assert count_model(tiny_spec("falcon_free_table")).breakdown["first_mlp_table"] > 0
+    row = real_case("falcon_free_table", other_seed=False)
+    assert row["agree"], row

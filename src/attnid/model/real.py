@@ -174,6 +174,14 @@ _MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_la
 TINY["mixtral_moe"] = ("MixtralForCausalLM", {"model_type": "mixtral", "num_local_experts": 4, **_MOE})
 TINY["qwen3_moe"] = ("Qwen3MoeForCausalLM", {"model_type": "qwen3_moe", "num_experts": 4, "norm_topk_prob": False, **_MOE})
 TINY["gpt_oss_moe"] = ("GptOssForCausalLM", {"model_type": "gpt_oss", "num_local_experts": 4, **_MOE, "rms_norm_eps": 1e-5})
+# Falcon-40B's block (new decoder: two norms, GQA, RoPE, no biases, tied) at vocab 12: layer 0's MLP reaches its
+# whole V x d output table (attnid.model.parallel_first)
+TINY["falcon_free_table"] = (
+    "FalconForCausalLM",
+    {"model_type": "falcon", "vocab_size": 12, "hidden_size": 8, "num_attention_heads": 2, "num_kv_heads": 1,
+     "num_hidden_layers": 1, "new_decoder_architecture": True, "parallel_attn": True, "bias": False, "alibi": False,
+     "ffn_hidden_size": 8, "max_position_embeddings": 64, "tie_word_embeddings": True, "layer_norm_epsilon": 1e-5},
+)  # fmt: skip
 SEQ_LEN = 6  # tokens per sequence in the real-model checks (GPT-2's n_positions, so every row is read)
 
 
