@@ -102,6 +102,33 @@ def test_gemma3_27b_counts_with_its_local_and_global_layers():
     # the two kinds of block differ only in the RoPE base, which no count depends on
     uniform = spec.replace(layers=())
     assert count_model(uniform).unidentified == row["unidentified"]
+    # each block's two output norms: 2 d gains more than the pre-norm-only model, 2 weak scales per block
+    assert spec.output_norms and row["P"] == spec.replace(output_norms=False).n_params + 2 * spec.n_layers * 5376
+    assert row["weakly_identified"] == count_model(spec.replace(output_norms=False)).weakly_identified + 2 * 62
+
+
+# Gemma-2/3 blocks: h + Norm(Attn(Norm h)), h + Norm(MLP(Norm h)) (rule 16 of attnid.model.counting).
+OUTPUT_NORMS = {"norm": "rmsnorm", "norm_bias": False, "output_norms": True, "positions": "rope",
+                "attention": {"rope_dims": 4}, "mlp": "geglu"}  # fmt: skip
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_output_norms_agree_with_jacobian(tied):
+    """Untied: no residual rotation survives the output norms' gains (141, not 141 + 28)."""
+    spec = own_spec({**OUTPUT_NORMS, "tied": tied, "gemma_gain": tied})
+    counts, result = count_model(spec), measure(spec)
+    assert result["measured"] == result["measured_half"] == counts.unidentified == (133 if tied else 141)
+    assert "residual_rotations" not in counts.breakdown and counts.breakdown["residual_scale"] == 1 + 2 * 2
+
+
+def test_real_gemma2_agrees():
+    """transformers' Gemma2ForCausalLM (output norms, softcaps): the output norms' scales are weak with eps."""
+    pytest.importorskip("transformers")
+    from attnid.model.grid import real_case
+
+    row = real_case("gemma2", other_seed=False)
+    assert row["agree"], row
+    assert row["weak_count"] == row["weak_measured"] == 1 + 2 * 2
 
 
 # A parallel block at layer 0 without learned positions (attnid.model.parallel_first): d_model 8 unless

@@ -30,7 +30,9 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    d more. A tied unembedding (U = E^T) leaves only the part that maps E^T correctly: the scale
    with a final norm, the rotations without one. Without a final norm the stream's ones component
    reaches the logits as one sum, so a uniform shift along 1 of E (untied) or of the learned
-   positions trades with the ones component of every constant writer (b_O, b_down): 1 each.
+   positions trades with the ones component of every constant writer (b_O, b_down): 1 each; tied
+   without learned positions nothing absorbs the sum: the writers' 1-components trade among themselves,
+   one fewer than the writers that can move theirs (a value bias through W_O, b_O, b_down).
 6. Scale symmetries that rest on a norm's scale invariance: the residual scale c (pre-LN), and in a
    post-LN model one scale per sublayer (x -> c x for the stream segment feeding each norm).
    With eps > 0 they are weakly identified (their own class); the rest stays exact.
@@ -64,6 +66,11 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    per block E m hidden units (GPT-OSS's (up + 1) needs its up bias) + the shared experts' units, and the
    router's common shift z -> z + x.v when the weights are a softmax: d_in + [b_r] per component of the
    chosen-together graph if renormalised over the chosen (1; n_group if topk_group = 1; E if k = 1), else once.
+16. Sublayer output norms (Gemma-2/3: h + Norm(Attn(Norm h)), h + Norm(MLP(Norm h))): the scale of
+   W_O and of W_down is invisible behind the norm (2 per block, weak for eps > 0); the norms' gains
+   write into the stream, and diag(g) R is diagonal only for R = I: no residual rotations.
+17. Head bias on the raw stream (`attnid.model.raw_head`, no final norm): it absorbs every constant the logits
+   see: the last block's b_down (d, less its 1-component counted in 5) and, with LayerNorm, the 1-components' sum (+1).
 
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
 Blocks that differ (`ModelSpec.layers`: their own attention spec and MLP) add their own per-block
@@ -84,6 +91,7 @@ from .latent import latent_fibre, token_point_terms
 from .limits import check_countable
 from .moe import MoESpec, moe_terms
 from .parallel_first import first_mlp_excess
+from .raw_head import absorbs_constants, raw_head_bias_terms
 from .spec import ModelSpec
 
 
@@ -149,6 +157,9 @@ def count_model(spec: ModelSpec) -> Counts:
         # a uniform shift along 1 of E (untied) or of the learned positions adds: every constant
         # writer has a free 1-component.
         offset = ln and not centred and (not tied or learned)
+        # Tied without learned positions nothing absorbs that sum: it is seen, so the constant writers'
+        # 1-components trade only among themselves (one fewer than the writers that can move theirs).
+        pinned = ln and not centred and tied and not learned
         d_const = d - 1 if offset else d_out
         b["attention"] = b["parallel_constants"] = b["constant_offsets"] = readers = attn_weak = 0
         for x in layers:
@@ -161,8 +172,15 @@ def count_model(spec: ModelSpec) -> Counts:
             b["attention"] += attn
             attn_weak += weak
             b["parallel_constants"] += d_const if extra_o and a.has_bias("o") else 0
-            b["constant_offsets"] += a.has_bias("o") + x.mlp.bias if offset else 0
+            b["constant_offsets"] += a.has_bias("o") + x.mlp.bias if offset or pinned else 0
+            if pinned and not a.kv_lora_rank:  # the value bias's 1-component, b_O and b_down at one point: one
+                eff = _effective_biases(spec, a, True, extra_o)
+                b["constant_offsets"] += attention_fibre(a, d_c, d_out, eff, d - 1)[0] - attn
+                b["constant_offsets"] -= extra_o and a.has_bias("o")
             readers += _centring_readers(spec, _attention_readers(a) + x.mlp.readers)
+        if pinned and not absorbs_constants(spec):  # the sum of the 1-components reaches the logits
+            b["constant_offsets"] = max(0, b["constant_offsets"] - 1)
+        b["head_bias_constants"] = raw_head_bias_terms(spec, offset or pinned, offset)  # rule 17
         block_norms = L * (1 if spec.shared_norm else 2)
         head_norm = spec.final_norm and not tied  # the final norm's only reader is a free linear map
         b["norm_gain"] = d * (block_norms + head_norm)
@@ -174,6 +192,8 @@ def count_model(spec: ModelSpec) -> Counts:
             b["residual_rotations"], scales = (0, 1) if spec.final_norm else (rotations, 0)
         else:
             b["residual_rotations"], scales = rotations + (0 if spec.final_norm or not ln else d), 1
+        if spec.output_norms:  # rule 16: the output norms' gains write into the stream, so no rotation follows them
+            b["residual_rotations"], scales = 0, scales + 2 * L
         b["mlp_hidden"] = sum(x.mlp.hidden_scalings for x in layers if not isinstance(x.mlp, MoESpec))
         b.update(moe_terms(spec, d_c))  # rule 15
         b["latent_token_points"], weak_lost = token_point_terms(spec)  # rule 14: the first block reads V points

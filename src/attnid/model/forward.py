@@ -85,6 +85,9 @@ def logits(
             a = norm(h, w, f"{p}.norm_1", spec)
             m = a if spec.shared_norm else norm(h, w, f"{p}.norm_2", spec)
             h = h + attn(a) + ff(m)
+        elif spec.output_norms:  # Gemma-2/3: each sublayer's output normed before the residual add
+            h = h + norm(attn(norm(h, w, f"{p}.norm_1", spec)), w, f"{p}.out_norm_1", spec)
+            h = h + norm(ff(norm(h, w, f"{p}.norm_2", spec)), w, f"{p}.out_norm_2", spec)
         else:
             h = h + attn(norm(h, w, f"{p}.norm_1", spec))
             h = h + ff(norm(h, w, f"{p}.norm_2", spec))

@@ -84,4 +84,5 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
         embedding_norm=facts.embedding_norm,
         token_types=facts.token_types,
         mlm_head=mt == "bert",  # BertForMaskedLM, the model the config's architectures name
+        output_norms=mt in ("gemma2", "gemma3_text"),  # post_attention_layernorm, post_feedforward_layernorm
     )

@@ -174,6 +174,14 @@ _MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_la
 TINY["mixtral_moe"] = ("MixtralForCausalLM", {"model_type": "mixtral", "num_local_experts": 4, **_MOE})
 TINY["qwen3_moe"] = ("Qwen3MoeForCausalLM", {"model_type": "qwen3_moe", "num_experts": 4, "norm_topk_prob": False, **_MOE})
 TINY["gpt_oss_moe"] = ("GptOssForCausalLM", {"model_type": "gpt_oss", "num_local_experts": 4, **_MOE, "rms_norm_eps": 1e-5})
+# Gemma-2: each sublayer's output normed before the residual add; logit softcaps (invertible per entry) and the
+# sliding window (beyond the sequence) leave the count as it is
+TINY["gemma2"] = (
+    "Gemma2ForCausalLM",
+    {"model_type": "gemma2", "vocab_size": 16, "tie_word_embeddings": True, "hidden_activation": "gelu_pytorch_tanh",
+     "query_pre_attn_scalar": 4, "sliding_window": 64, "attn_logit_softcapping": 50.0,
+     "final_logit_softcapping": 30.0, **_LLAMA},
+)  # fmt: skip
 # Falcon-40B's block (new decoder: two norms, GQA, RoPE, no biases, tied) at vocab 12: layer 0's MLP reaches its
 # whole V x d output table (attnid.model.parallel_first)
 TINY["falcon_free_table"] = (

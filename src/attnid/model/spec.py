@@ -64,6 +64,7 @@ class ModelSpec:
     layers: tuple[LayerSpec, ...] = ()
     token_types: int = 0  # rows of a token-type table (BERT's segments); every position reads row 0
     mlm_head: bool = False  # BERT's masked-LM transform (dense d x d + bias, GELU, a norm) before the unembedding
+    output_norms: bool = False  # a norm on each sublayer's output before the residual add (Gemma-2/3)
 
     def __post_init__(self):
         if self.seq_len is None:
@@ -97,6 +98,12 @@ class ModelSpec:
             )
         if self.shared_norm and not self.parallel:
             raise SpecError("shared_norm", "only parallel blocks share a norm")
+        if self.output_norms and (self.parallel or self.norm_position == "post" or self.norm != "rmsnorm"):
+            raise SpecError(
+                "output_norms", "sublayer output norms are modelled for sequential pre-LN RMSNorm blocks only"
+            )
+        if self.output_norms and any(getattr(x.mlp, "bias", False) or x.attention.biases for x in self.layer_specs):
+            raise SpecError("output_norms", "sublayer output norms behind biased maps are not modelled")
         if self.parallel and self.norm_position == "post":
             raise SpecError("parallel", "parallel blocks are modelled pre-LN only")
         if self.norm_position == "post" and self.final_norm:
@@ -196,9 +203,13 @@ class ModelSpec:
             prefix = f"layers.{i}"
             norm(f"{prefix}.norm_1")
             shapes.append((f"{prefix}.attn", (layer.attention.n_params,)))
+            if self.output_norms:
+                norm(f"{prefix}.out_norm_1")
             if not self.shared_norm:
                 norm(f"{prefix}.norm_2")
             shapes += [(f"{prefix}.mlp.{name}", shape) for name, shape in layer.mlp.shapes(d)]
+            if self.output_norms:
+                norm(f"{prefix}.out_norm_2")
         if self.final_norm:
             norm("final_norm")
         shapes += embeddings.shapes_before_unembed(self)
@@ -218,8 +229,10 @@ class ModelSpec:
         names = ["embed_norm"] if self.embedding_norm else []
         for layer in range(self.n_layers):
             names.append(f"layers.{layer}.norm_1")
+            names += [f"layers.{layer}.out_norm_1"] if self.output_norms else []
             if not self.shared_norm:
                 names.append(f"layers.{layer}.norm_2")
+            names += [f"layers.{layer}.out_norm_2"] if self.output_norms else []
         if self.final_norm:
             names.append("final_norm")
         return names + (["mlm_norm"] if self.mlm_head else [])
@@ -241,7 +254,12 @@ class ModelSpec:
             "tied" if self.tied else "",
             "" if self.final_norm else "nofinal",
         ]
-        parts += ["embnorm" if self.embedding_norm else "", "hb" if self.lm_head_bias else "", f"eps{self.norm_eps:g}"]
+        parts += [
+            "embnorm" if self.embedding_norm else "",
+            "outnorm" if self.output_norms else "",
+            "hb" if self.lm_head_bias else "",
+            f"eps{self.norm_eps:g}",
+        ]
         parts += [f"types{self.token_types}" if self.token_types else "", "mlm" if self.mlm_head else ""]
         if self.layers:  # the block pattern, then every block after the first by letter
             order, distinct = pattern(self.layers)
