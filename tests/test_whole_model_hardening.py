@@ -104,3 +104,41 @@ def test_untied_bert_mlm_refused_by_name():
         model_spec({**TINY["bert_mlm"][1], "tie_word_embeddings": False}, seq_len=6)
     assert err.value.field == "tie_word_embeddings"
     assert count_model(model_spec(TINY["bert_mlm"][1], seq_len=6)).unidentified > 0
+
+
+TIED_RAW = {"tied": True, "final_norm": False, "positions": "none"}  # LayerNorm read by nothing at the end
+BIASES = {"attention": {"biases": "qkvo"}, "mlp_bias": True}
+
+
+@pytest.mark.parametrize(
+    ("fields", "measured"),
+    [
+        (TIED_RAW, 230),  # two value-bias constants' 1-components trade: 1 (the rules before: 229)
+        ({**TIED_RAW, "norm": "rmsnorm", "norm_bias": False, **BIASES, "lm_head_bias": True}, 228),  # b_down: d
+        ({"tied": True, "final_norm": False, **BIASES, "lm_head_bias": True, "n_layers": 1}, 175),  # d + ... (167)
+    ],
+)
+def test_raw_stream_constants_agree_with_the_jacobian(fields, measured):
+    row = own_case("raw", own_spec(fields), other_seed=False)
+    assert row["agree"] and row["count"] == measured
+
+
+def test_raw_stream_constants_counts():
+    """Counts measured equal (d_model 8, vocab 12; the rules before in brackets)."""
+    for fields, measured in [
+        ({**TIED_RAW, "n_layers": 3}, 335),  # (333): L - 1
+        ({**TIED_RAW, "n_layers": 1}, 125),
+        ({**TIED_RAW, "norm_bias": False}, 245),  # no constant writer
+        ({**TIED_RAW, "attention": {"n_kv_heads": 1}}, 157),  # G d_v < d: the value bias cannot move its 1-component
+        ({**TIED_RAW, **BIASES}, 312),
+        ({**TIED_RAW, **BIASES, "lm_head_bias": True}, 320),  # (312)
+        ({**TIED_RAW, "lm_head_bias": True}, 231),  # (230)
+        ({"final_norm": False, **BIASES, "lm_head_bias": True}, 338),  # untied (330)
+        ({"final_norm": False, "norm_bias": False, "lm_head_bias": True}, 263),
+        ({"final_norm": False, "positions": "none", "lm_head_bias": True, "mlp_bias": True}, 266),
+        ({**TIED_RAW, "vocab_size": 40, "parallel": True, "shared_norm": True, "n_layers": 1, **BIASES}, 157),
+    ]:
+        assert count_model(own_spec(fields)).unidentified == measured, fields
+    with pytest.raises(SpecError) as err:
+        count_model(own_spec({**TIED_RAW, "vocab_size": 40, "parallel": True, **BIASES, "lm_head_bias": True}))
+    assert err.value.field == "lm_head_bias"

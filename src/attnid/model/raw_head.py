@@ -1,0 +1,41 @@
+"""A head bias on the raw stream: logits = h U + c with no final norm (torch-free count term).
+
+Without a final norm the unembedding reads the stream itself, so a constant kappa the stream carries
+reaches the logits only as kappa U, a V-vector that the head bias c absorbs (V > d). Two kinds of
+constant gain freedom from it (d = d_model, [x] = 1 if x):
+
+* the last block's MLP down bias b_down is written after the last norm reads the stream: nothing
+  else sees it, so all d entries are free (the counting rules had counted only its 1-component
+  when every other reader is a LayerNorm: d - [that 1-component]);
+* with LayerNorm readers the 1-components of the constant writers (and a uniform shift of E or of
+  the learned positions along 1) reach the logits only as one sum, which c absorbs: the shift of E
+  / the positions becomes free (+1 where one exists), and a tied head without learned positions no
+  longer pins the sum (the one the rules subtract is not subtracted).
+
+Measured (d_model 8, vocab 12, eps 0, biases qkvo and MLP biases, head bias, no final norm): untied
+LayerNorm 330 -> 338, tied RMSNorm 220 -> 228, tied LayerNorm with learned positions 313 -> 321,
+tied LayerNorm without positions 312 -> 320, one block 167 -> 175: the rules' count +d, as here.
+Parallel blocks (b_O, b_down and the value bias all written after the last reader) are refused.
+"""
+
+from __future__ import annotations
+
+from ..spec import SpecError
+
+
+def absorbs_constants(spec) -> bool:
+    """Whether a head bias reads the raw stream (no final norm, pre-LN)."""
+    return spec.lm_head_bias and not spec.final_norm and spec.norm_position == "pre"
+
+
+def raw_head_bias_terms(spec, ones_counted: bool, shift: bool) -> int:
+    """Free dims the head bias adds: ones_counted, whether the rules counted b_down's 1-component;
+    shift, whether a uniform shift of E or of the learned positions along 1 trades with the writers."""
+    if not absorbs_constants(spec):
+        return 0
+    if spec.parallel:
+        raise SpecError(
+            "lm_head_bias", "a head bias on the raw stream (no final norm) after parallel blocks is not modelled"
+        )
+    last = spec.layer_specs[-1]
+    return int(shift) + (spec.d_model - int(ones_counted) if last.mlp.bias else 0)
