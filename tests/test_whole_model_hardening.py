@@ -142,3 +142,17 @@ def test_raw_stream_constants_counts():
     with pytest.raises(SpecError) as err:
         count_model(own_spec({**TIED_RAW, "vocab_size": 40, "parallel": True, **BIASES, "lm_head_bias": True}))
     assert err.value.field == "lm_head_bias"
+
+
+def test_every_grid_source_has_a_figure_group():
+    """The own cases of every preset (counts only) produce no breakdown key outside the figure's groups."""
+    import yaml
+
+    grouped = {key.removeprefix("src_") for keys in fig_whole_model.GROUPS.values() for key in keys}
+    root = Path(__file__).resolve().parents[1] / "config"
+    for preset in ("config", "smoke", "paper"):
+        for case in yaml.safe_load((root / f"{preset}.yaml").read_text())["whole_model"]["own"]:
+            spec = own_spec({k: v for k, v in case.items() if k != "name"})
+            keys = set(count_model(spec).breakdown)
+            assert keys <= grouped, (preset, case["name"], sorted(keys - grouped))
+    assert set(count_model(own_spec({**TIED_RAW, **BIASES, "lm_head_bias": True})).breakdown) <= grouped

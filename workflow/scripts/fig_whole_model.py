@@ -26,6 +26,7 @@ GROUPS = {
         "src_embedding_norm",
         "src_token_types",
         "src_tied_shift",
+        "src_head_bias_constants",
     ],
 }
 
