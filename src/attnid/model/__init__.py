@@ -8,7 +8,8 @@
 """
 
 from .counting import count_model
+from .layers import LayerSpec, MLPSpec
 from .shipped import count_whole_model
 from .spec import ModelSpec
 
-__all__ = ["ModelSpec", "count_model", "count_whole_model"]
+__all__ = ["LayerSpec", "MLPSpec", "ModelSpec", "count_model", "count_whole_model"]
