@@ -156,3 +156,40 @@ def test_every_grid_source_has_a_figure_group():
             keys = set(count_model(spec).breakdown)
             assert keys <= grouped, (preset, case["name"], sorted(keys - grouped))
     assert set(count_model(own_spec({**TIED_RAW, **BIASES, "lm_head_bias": True})).breakdown) <= grouped
+
+
+QWEN = {"positions": "rope", "norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "n_layers": 1}
+
+
+@pytest.mark.parametrize(
+    ("V", "attention", "measured"),
+    [
+        (9, {"rope_dims": 4, "qk_norm": "rms_head", "norm_eps": 0.0}, 115),  # 4 normed projections x (9 - 1 - 4)
+        (9, {"d_head_qk": 6, "rope_dims": 6, "qk_norm": "rms_head", "norm_eps": 0.0}, 148),  # 4 x (9 - 1 - 6)
+        (9, {"rope_dims": 4, "qk_norm": "rms_head", "norm_eps": 0.0, "n_kv_heads": 1}, 94),
+    ],
+)
+def test_first_block_qk_norms_on_few_tokens(V, attention, measured):
+    row = own_case("qk", own_spec({**QWEN, "vocab_size": V, "attention": attention}), other_seed=False)
+    assert row["agree"] and row["count"] == measured
+
+
+def test_first_block_qk_norms_counts_and_refusals():
+    def counts(V, **attention):
+        c = count_model(own_spec({**QWEN, "vocab_size": V, "attention": {"rope_dims": 4, **attention}}))
+        return c.unidentified, c.weakly_identified
+
+    assert counts(10, qk_norm="rms_head", norm_eps=0.0) == (103, 0)  # measured 103 (the rules before: 99)
+    assert counts(10, qk_norm="rms_head") == (95, 8)  # eps 1e-6: the 4 new directions are weak (measured 8)
+    assert counts(11, qk_norm="rms_head", norm_eps=0.0) == (99, 0)  # V - 1 = w (V - d): nothing more
+    assert counts(9, qk_norm="layernorm_head", norm_eps=0.0)[0] == 151  # measured
+    assert counts(10, qk_norm="rms_all", norm_eps=0.0) == (99, 0)  # measured (V = 12 too)
+    for fields in (
+        {**QWEN, "attention": {"rope_dims": 4, "qk_norm": "rms_all", "norm_eps": 0.0}},  # measured 2 more
+        {"positions": "none", "norm_bias": False, "n_layers": 1, "attention": {"qk_norm": "rms_head"}},  # 8 more
+    ):
+        with pytest.raises(SpecError) as err:
+            count_model(own_spec({**fields, "vocab_size": 9}))
+        assert err.value.field == "vocab_size"
+    real_like = own_spec({**QWEN, "vocab_size": 10**5, "attention": {"rope_dims": 4, "qk_norm": "rms_all"}})
+    assert "qk_norm_token_points" not in count_model(real_like).breakdown

@@ -15,7 +15,13 @@ import pandas as pd
 from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
 
 GROUPS = {
-    "attention": ["src_attention", "src_parallel_constants", "src_constant_offsets", "src_latent_token_points"],
+    "attention": [
+        "src_attention",
+        "src_parallel_constants",
+        "src_constant_offsets",
+        "src_latent_token_points",
+        "src_qk_norm_token_points",
+    ],
     "stream rotations": ["src_residual_rotations", "src_residual_scale", "src_skip_rotation"],
     "norm gain / bias": ["src_norm_gain", "src_norm_bias", "src_norm_bias_offsets", "src_mlm_head"],
     "LayerNorm centring": ["src_centring_readers", "src_centring_writers"],

@@ -71,6 +71,8 @@ symmetry or a blind spot, whose dimensions add because they act on different coo
    write into the stream, and diag(g) R is diagonal only for R = I: no residual rotations.
 17. Head bias on the raw stream (`attnid.model.raw_head`, no final norm): it absorbs every constant the logits
    see: the last block's b_down (d, less its 1-component counted in 5) and, with LayerNorm, the 1-components' sum (+1).
+18. Per-head q/k norms of the first block on V token points (`attnid.model.qk_points`): a projection of width w
+   keeps each point's direction under x_t W' = lambda_t y_t: max(0, V - 1 - w (V - d_in)) each (weak for eps > 0).
 
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through 3.
 Blocks that differ (`ModelSpec.layers`: their own attention spec and MLP) add their own per-block
@@ -91,6 +93,7 @@ from .latent import latent_fibre, token_point_terms
 from .limits import check_countable
 from .moe import MoESpec, moe_terms
 from .parallel_first import first_mlp_excess
+from .qk_points import qk_norm_point_terms
 from .raw_head import absorbs_constants, raw_head_bias_terms
 from .spec import ModelSpec
 
@@ -198,6 +201,8 @@ def count_model(spec: ModelSpec) -> Counts:
         b.update(moe_terms(spec, d_c))  # rule 15
         b["latent_token_points"], weak_lost = token_point_terms(spec)  # rule 14: the first block reads V points
         attn_weak -= weak_lost
+        b["qk_norm_token_points"], qk_weak = qk_norm_point_terms(spec)  # rule 18: q/k norms on V points
+        attn_weak += qk_weak
         b["embeddings"] = d_out if learned and not tied else 0
         extra_scales, embed_weak = pre_ln_embedding_norm(spec, b)  # rule 11
         scales += extra_scales
