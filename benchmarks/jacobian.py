@@ -91,6 +91,7 @@ def certificate_one(d_model: int, heads: int) -> dict:
     return {
         "spec": spec.label, "P": spec.n_params, "total": total, "measured": row["measured"],
         "predicted": count(spec).unidentified, "peak_gib": row["peak_memory_bytes"] / 2**30,
+        "estimated_seconds": jac.estimate_cost(spec, "certificate", 1.25).seconds,
         **{k: v for k, v in row.items() if k.startswith("seconds_")},
     }  # fmt: skip
 
@@ -244,15 +245,17 @@ def old_svd_path():
     return patched()
 
 
-def print_budget(preset: str, sample_seconds: float) -> None:
-    """The table rule -> specs, measured sample (new and old path), extrapolated CPU time."""
+def print_budget(preset: str, sample_seconds: float, calibration: dict | None = None) -> None:
+    """The table rule -> specs, measured sample (new and old path), extrapolated CPU time. `calibration`:
+    method -> measured / estimated CPU time of a spec measured above (the certificate at P ~ 16k), which
+    scales the specs no sample reached (a rule's own sample scales the rest of that rule)."""
     jobs = rule_jobs(preset_config(preset))
     print(f"\nbudget of the {preset} preset's Jacobian rules (CPU seconds; sample measured here, rest extrapolated "
           f"by estimate_cost x the rule's measured/estimated ratio)", flush=True)  # fmt: skip
     print(
         f"{'rule':32s} {'specs':>5s} {'sampled':>7s} {'sample new':>10s} {'sample old':>10s} {'total new':>10s} {'total old':>10s}"
     )
-    ratios, totals = {}, {}
+    ratios, totals = dict(calibration or {}), {}
     for rule, rule_jobs_ in jobs.items():
         old_rule = rule.startswith("(old)")
         estimates = [estimate(*job[:3]) for job in rule_jobs_]
@@ -291,6 +294,8 @@ def print_budget(preset: str, sample_seconds: float) -> None:
         else:  # nothing cheap enough to sample: the method's ratio measured in an earlier rule
             factor = ratios.get(rule_jobs_[0][1], 1.0)
         rest = sum(e for i, e in enumerate(estimates) if i not in chosen)
+        if chosen and calibration and rule_jobs_[0][1] in calibration:  # the rest is larger than the sample: scale
+            factor = calibration[rule_jobs_[0][1]]  # it as the large measured spec of its method
         total_new = new + factor * rest
         total_old = (old + factor * (old / new) * rest) if old else total_new
         totals[rule] = (total_new, total_old)
@@ -308,7 +313,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dense", default="16x4,32x4", help="comma-separated d_model x heads ('' for none)")
-    parser.add_argument("--certificate", default="32x4", help="comma-separated d_model x heads ('' for none)")
+    parser.add_argument("--certificate", default="32x4,64x8", help="comma-separated d_model x heads ('' for none)")
     parser.add_argument("--budget", default="paper", help="preset whose Jacobian rules to cost ('' for none)")
     parser.add_argument("--sample-seconds", type=float, default=120.0, help="CPU seconds to spend per rule's sample")
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
@@ -323,10 +328,13 @@ def main() -> None:
     print(f"threads {args.threads}, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     for item in filter(None, args.dense.split(",")):
         print_dense(child("dense", item.lower().split("x"), args.threads))
+    calibration = {}
     for item in filter(None, args.certificate.split(",")):
-        print_certificate(child("certificate", item.lower().split("x"), args.threads))
+        r = child("certificate", item.lower().split("x"), args.threads)
+        print_certificate(r)
+        calibration["certificate"] = r["total"]["cpu"] / r["estimated_seconds"]  # the last (largest) spec's
     if args.budget:
-        print_budget(args.budget, args.sample_seconds)
+        print_budget(args.budget, args.sample_seconds, calibration)
     print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
 
 
