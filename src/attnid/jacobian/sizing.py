@@ -35,7 +35,7 @@ method holds J (rows x P, rows = B T d) and its copy inside the SVD; the certifi
 Gram (P - m)^2, the null-space samples and basis (2 P m) and the jacrev workspace of a row block,
 and its time is the Gram (rows (P - m)^2 / 2), J Q (2 rows P m: larger than the Gram when m > P / 4),
 Cholesky ((P - m)^3 / 3), the basis of the null-space samples (QR and SVD) and the rows of J.
-Seconds use the rates measured on a 2-core CPU (float64: a dense SVD ~1e9 flop/s, a matrix
+Seconds use the rates measured on this kind of CPU (float64: a dense SVD ~1e10 flop/s on one core, a matrix
 product ~3e10 flop/s, the small vmapped autograd products ~1e9 flop/s); a busy machine is slower.
 """
 
@@ -53,7 +53,8 @@ from ..spec import AttentionSpec
 DTYPE = torch.float64
 POSITION_RULES = ("spread", "contiguous")
 POSITION_SEED_OFFSET = 104729  # positions use their own stream, so theta and X do not depend on the rule
-SVD_FLOPS = 1.0e9  # measured: float64 svdvals 4096 x 4096 in 70-88 s on 2 cores
+SVD_FLOPS = 1.0e10  # measured on one core: svdvals of a 4224 x 4224 factor (4 n^3 flops) in ~23 s; two
+# threads spinning on a busy machine took several times that (benchmarks/jacobian.py)
 MATMUL_FLOPS = 3.0e10  # measured: float64 matmul 8192 x 8192 in 33 s
 AUTOGRAD_FLOPS = 1.0e9  # effective rate of the small vmapped jacrev/jvp products (fitted to measured runs)
 SPEC_OVERHEAD_SECONDS = 1.0  # set-up of one measurement (layout, random point, projector)
@@ -163,7 +164,8 @@ def estimate_cost(spec: AttentionSpec, method: str, oversample: float, seq_len: 
     m = count(spec, check=False).unidentified
     if method == "dense":
         memory = 8.0 * (2 * rows * P + P) + ROW_BLOCK_BYTES
-        seconds = 4.0 * rows * P * min(rows, P) / SVD_FLOPS + jacobian / AUTOGRAD_FLOPS
+        k = min(rows, P)  # Householder QR of J (BLAS-3), then the SVD of its k x P factor
+        seconds = (2 * rows * P * k - 2 * k**3 / 3) / MATMUL_FLOPS + 4.0 * k**3 / SVD_FLOPS + jacobian / AUTOGRAD_FLOPS
     else:
         n, samples = P - m, m + 8  # complement of the null space; the null-space samples (count + 8)
         memory = 8.0 * (n * n + 2 * P * (m + 16)) + 6 * ROW_BLOCK_BYTES  # Gram, null-space samples and basis, jacrev
