@@ -29,6 +29,14 @@ _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "nu
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
 # name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (32 for a parallel block at layer 0, whose
 # MLP must not reach its whole V x d output table: attnid.model.counting rule 9).
+_BLOOM = {
+    "model_type": "bloom",
+    "vocab_size": 16,
+    "hidden_size": 8,
+    "n_head": 2,
+    "n_layer": 1,
+    "layer_norm_epsilon": 1e-5,
+}
 TINY = {
     "llama_untied": (
         "LlamaForCausalLM",
@@ -107,31 +115,9 @@ TINY = {
         },
     ),
     # a LayerNorm on the word embeddings before pre-LN blocks, ALiBi, tied (attnid.model.embeddings)
-    "bloom": (
-        "BloomForCausalLM",
-        {
-            "model_type": "bloom",
-            "vocab_size": 16,
-            "hidden_size": 8,
-            "n_head": 2,
-            "n_layer": 1,
-            "layer_norm_epsilon": 1e-5,
-            "tie_word_embeddings": True,
-        },
-    ),
+    "bloom": ("BloomForCausalLM", {**_BLOOM, "tie_word_embeddings": True}),
     # untied: the norm's 2d parameters and every stream rotation free (V + 2 <= 2d + 21 at d = 8)
-    "bloom_untied": (
-        "BloomForCausalLM",
-        {
-            "model_type": "bloom",
-            "vocab_size": 16,
-            "hidden_size": 8,
-            "n_head": 2,
-            "n_layer": 1,
-            "layer_norm_epsilon": 1e-5,
-            "tie_word_embeddings": False,
-        },
-    ),
+    "bloom_untied": ("BloomForCausalLM", {**_BLOOM, "tie_word_embeddings": False}),
     # post-LN, token types (ids all 0), the MLM head; eps 1e-5 instead of BERT's 1e-12 (its scales stay above the cut)
     "bert_mlm": (
         "BertForMaskedLM",
@@ -172,8 +158,14 @@ TINY["deepseek_v3_moe"] = (
 _MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_layers": 1, "intermediate_size": 4,
         "moe_intermediate_size": 4, "num_experts_per_tok": 2}  # fmt: skip
 TINY["mixtral_moe"] = ("MixtralForCausalLM", {"model_type": "mixtral", "num_local_experts": 4, **_MOE})
-TINY["qwen3_moe"] = ("Qwen3MoeForCausalLM", {"model_type": "qwen3_moe", "num_experts": 4, "norm_topk_prob": False, **_MOE})
-TINY["gpt_oss_moe"] = ("GptOssForCausalLM", {"model_type": "gpt_oss", "num_local_experts": 4, **_MOE, "rms_norm_eps": 1e-5})
+TINY["qwen3_moe"] = (
+    "Qwen3MoeForCausalLM",
+    {"model_type": "qwen3_moe", "num_experts": 4, "norm_topk_prob": False, **_MOE},
+)
+TINY["gpt_oss_moe"] = (
+    "GptOssForCausalLM",
+    {"model_type": "gpt_oss", "num_local_experts": 4, **_MOE, "rms_norm_eps": 1e-5},
+)
 # Gemma-2: each sublayer's output normed before the residual add; logit softcaps (invertible per entry) and the
 # sliding window (beyond the sequence) leave the count as it is
 TINY["gemma2"] = (
