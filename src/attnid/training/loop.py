@@ -108,12 +108,7 @@ def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 
 
 class _Deterministic:
-    """Turn on torch.use_deterministic_algorithms for the run and restore the previous setting.
-
-    Deterministic mode also fills every new uninitialised tensor with NaN by default
-    (torch.utils.deterministic.fill_uninitialized_memory), a guard against reading memory never
-    written; the code reads none, and the filling cost ~8% of a recall step, so it is off during the run.
-    """
+    """Turn on torch.use_deterministic_algorithms for the run and restore the previous setting."""
 
     def __init__(self, device: str):
         self.device = device
@@ -124,14 +119,11 @@ class _Deterministic:
         self.before = (
             torch.are_deterministic_algorithms_enabled(),
             torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch.utils.deterministic.fill_uninitialized_memory,
         )
         torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = False
 
     def __exit__(self, *exc):
         torch.use_deterministic_algorithms(self.before[0], warn_only=self.before[1])
-        torch.utils.deterministic.fill_uninitialized_memory = self.before[2]
 
 
 def _evaluate(task, model, batch) -> tuple[float, float]:
