@@ -6,7 +6,6 @@ deterministic mode's NaN-filling of new tensors turned off, the gauge overlap of
 teacher-student SGD job differed at the 1e-14 level between processes.
 """
 
-import hashlib
 import subprocess
 import sys
 from pathlib import Path
