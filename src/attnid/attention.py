@@ -69,12 +69,17 @@ def attention(
     layout: Layout | None = None,
     positions: torch.Tensor | None = None,
     frequencies: torch.Tensor | None = None,
+    last_only: bool = False,
 ) -> torch.Tensor:
     """Y = f(theta, X) for flat parameters theta (P,) and inputs x (B, T, d) or (T, d); returns x's shape.
 
     positions: RoPE position ids (T,) or (B, T) (default 0..T-1); frequencies: (p/2,) RoPE
-    frequencies replacing base^(-2i/p). Both are ignored without RoPE.
+    frequencies replacing base^(-2i/p). Both are ignored without RoPE. last_only: Y[..., -1:, :] only,
+    computing the last query's row alone (it sees every key, causal or not); specs whose scores need
+    positions (ALiBi, a sliding window), sinks or latent attention compute every row and keep the last.
     """
+    if last_only and (spec.alibi or spec.sliding_window or spec.sinks or spec.kv_lora_rank):
+        return attention(theta, x, spec, layout, positions, frequencies)[..., -1:, :]
     layout = layout or Layout(spec)
     w = layout.unflatten(theta)
     squeeze = x.dim() == 2
@@ -88,7 +93,7 @@ def attention(
     if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
         q, k, v = latent_qkv(x, w, spec)
     else:
-        q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])  # (B, H, T, k)
+        q = torch.einsum("btd,hdk->bhtk", x[:, -1:] if last_only else x, w["W_Q"])  # (B, H, T or 1, k)
         k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
         v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
     if "b_Q" in w:
@@ -102,12 +107,12 @@ def attention(
         angles = rope_angles(spec, T if positions is None else positions, x.dtype, x.device, frequencies)
         if angles.dim() == 3:  # per-sequence positions (B, T, p/2): broadcast over the heads
             angles = angles[:, None]
-        q, k = apply_rope(q, angles), apply_rope(k, angles)
+        q, k = apply_rope(q, angles[..., -1:, :] if last_only else angles), apply_rope(k, angles)
     k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
 
-    scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T, T)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, T)
     scores = adjust_scores(scores, spec)  # softcapping, ALiBi, sliding window
-    if spec.causal:
+    if spec.causal and not last_only:
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
     heads = attention_weights(scores, w, spec) @ v  # (B, H, T, v): softmax, with sinks if any

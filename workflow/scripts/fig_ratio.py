@@ -24,11 +24,9 @@ def prepare(ratios: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
     """The drawn rows of the grid with the measured ratio (NaN where not measured); `ratio_width` is the
     count at the points' width d' and `width_measured` that width (NaN when the points share the grid's)."""
     df = ratio_figure_rows(ratios)
-    df["ratio_measured"] = df["ratio_width"] = df["width_measured"] = np.nan
     if points is None or not len(points):
-        return df.sort_values("n_heads")
-    df = df.drop(columns=["ratio_measured", "ratio_width", "width_measured"])
-    if "d_model" not in points or set(points["d_model"]) <= set(df["d_model"]):
+        df["ratio_measured"] = df["ratio_width"] = df["width_measured"] = np.nan
+    elif "d_model" not in points or set(points["d_model"]) <= set(df["d_model"]):
         df = df.merge(points[["label", "ratio_measured"]], on="label", how="left")
         df["ratio_width"] = df["width_measured"] = np.nan
     else:

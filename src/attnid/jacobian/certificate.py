@@ -82,7 +82,7 @@ def accumulate_gram(A: torch.Tensor, rows: torch.Tensor, block: int = 2048) -> N
             A[i : i + block, j : j + block].addmm_(rows[:, i : i + block].mT, rows[:, j : j + block])
 
 
-def _largest_eigenvalue(A, G_rs, G_ss, rest, S, block: int, seed: int, iters: int = 50) -> float:
+def _largest_eigenvalue(A, G_rs, G_ss, block: int, seed: int, iters: int = 50) -> float:
     """lambda_max of J^T J from its blocks (A: the S^c Gram, lower block triangle with full diagonal
     blocks; G_rs = J_{S^c}^T J_S; G_ss = J_S^T J_S), by power iteration (2 n^2 flops a step)."""
     n, m = G_rs.shape
@@ -172,7 +172,7 @@ def certify(
         JU2 += (rows @ U).square().sum(0)
         del rows, rest_rows, s_rows
         log(f"[{spec.label}] gram: {min(i + per_chunk, x.shape[0])}/{x.shape[0]} sequences")
-    smax = math.sqrt(_largest_eigenvalue(A, G_rs, G_ss, rest, S, block, seed))
+    smax = math.sqrt(_largest_eigenvalue(A, G_rs, G_ss, block, seed))
     dirs = {
         "symmetry_rank": m,
         "symmetry_residual": math.sqrt(JQ2) / smax,

@@ -168,16 +168,16 @@ def count_model(spec: ModelSpec) -> Counts:
         for x in layers:
             a = x.attention
             extra_o = spec.parallel and x.mlp.bias  # a parallel block's MLP bias lands where b_O does
+            eff = _effective_biases(spec, a, True, extra_o)
             if a.kv_lora_rank:  # multi-head latent attention: rule 14
                 attn, weak = latent_fibre(a)
             else:
-                attn, weak = attention_fibre(a, d_c, d_out, _effective_biases(spec, a, True, extra_o), d_const)
+                attn, weak = attention_fibre(a, d_c, d_out, eff, d_const)
             b["attention"] += attn
             attn_weak += weak
             b["parallel_constants"] += d_const if extra_o and a.has_bias("o") else 0
             b["constant_offsets"] += a.has_bias("o") + x.mlp.bias if offset or pinned else 0
             if pinned and not a.kv_lora_rank:  # the value bias's 1-component, b_O and b_down at one point: one
-                eff = _effective_biases(spec, a, True, extra_o)
                 b["constant_offsets"] += attention_fibre(a, d_c, d_out, eff, d - 1)[0] - attn
                 b["constant_offsets"] -= extra_o and a.has_bias("o")
             readers += _centring_readers(spec, _attention_readers(a) + x.mlp.readers)
@@ -212,7 +212,6 @@ def count_model(spec: ModelSpec) -> Counts:
         b, scales, attn_weak = _post_ln(spec)
         embed_weak = 0
     b.update(head_and_type_terms(spec))  # rules 12, 13
-    b = {k: v for k, v in b.items() if v}
     weak = scales if spec.norm_eps > 0 else 0
     b["residual_scale"] = scales - weak
     weak += attn_weak + embed_weak

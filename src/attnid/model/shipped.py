@@ -47,11 +47,11 @@ def count_from_args(args) -> dict:
 
 
 def shipped_row(name: str, seq_len: int | None = None) -> dict:
-    """One table row for the stored config `name`, used on seq_len positions (default: the config's
-    maximum, else DEFAULT_SEQ_LEN); `status` is 'ok' or the refusal."""
+    """One table row for the stored config `name`, used on seq_len positions (default: :func:`default_seq_len`);
+    `status` is 'ok' or the refusal."""
     cfg = stored_config(name)
     facts = model_facts(cfg)
-    seq_len = default_seq_len(cfg, seq_len) or DEFAULT_SEQ_LEN
+    seq_len = default_seq_len(cfg, seq_len)
     attn = [count(spec) for spec in (block.attention for block in facts.blocks)]
     row = {
         "model": name,

@@ -14,7 +14,7 @@
   which is all the recall loss reads. It computes the same numbers (up to summation order) with less
   work: position T-1 of block L depends on block L-1 at every position (keys and values), but its
   own query, attention output, MLP, the final norm and the unembedding are needed at T-1 only
-  (:func:`last_query_attention`). For the recall sizes that is about 45% of the forward and backward
+  (`attnid.attention.attention(..., last_only=True)`). For the recall sizes that is about 45% of the forward and backward
   FLOPs saved.
 
 The attention symmetry group of each layer acts on its theta alone and leaves Attn_l, hence the
@@ -24,15 +24,11 @@ applies layer by layer.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from ..attention import AttentionLayer, apply_rope, attention, rope_angles
-from ..layout import Layout
+from ..attention import AttentionLayer, attention
 from ..spec import AttentionSpec
-from ..variants import adjust_scores, normalize_qk
 
 
 class Student(nn.Module):
@@ -47,34 +43,6 @@ class Student(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(x)
-
-
-def last_query_attention(theta: torch.Tensor, x: torch.Tensor, spec: AttentionSpec, layout: Layout) -> torch.Tensor:
-    """attention(theta, x, spec)[:, -1:] (B, 1, d) for x (B, T, d), computing only the last query's row.
-
-    The last query sees every key with or without a causal mask, so no mask is needed. Specs whose
-    scores need positions (ALiBi, a sliding window), sinks or latent attention take the full layer
-    and keep its last row (same numbers, no saving).
-    """
-    if spec.alibi or spec.sliding_window or spec.sinks or spec.kv_lora_rank:
-        return attention(theta, x, spec, layout)[:, -1:]
-    w = layout.unflatten(theta)
-    T = x.shape[1]
-    q = torch.einsum("bd,hdk->bhk", x[:, -1], w["W_Q"])[:, :, None]  # (B, H, 1, k)
-    k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
-    v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
-    q, k, v = (z + w[b][:, None, :] if b in w else z for z, b in ((q, "b_Q"), (k, "b_K"), (v, "b_V")))
-    q, k = normalize_qk(q, k, w, spec)
-    if spec.rope_dims:
-        angles = rope_angles(spec, T, x.dtype, x.device)  # (T, p/2)
-        q, k = apply_rope(q, angles[-1:]), apply_rope(k, angles)
-    if spec.group_size > 1:  # share each group's key and value with its query heads
-        groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size
-        k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)
-    scores = adjust_scores(q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk), spec)  # (B, H, 1, T): softcapping
-    heads = scores.softmax(dim=-1) @ v  # (B, H, 1, v)
-    y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, 1, d)
-    return y + w["b_O"] if "b_O" in w else y
 
 
 class RMSNorm(nn.Module):
@@ -114,7 +82,9 @@ class Block(nn.Module):
 
     def forward(self, h: torch.Tensor, last_only: bool = False) -> torch.Tensor:  # (B, T, d) -> (B, T or 1, d)
         if last_only:  # keys and values from every position, the rest at the last one
-            h = h[:, -1:] + last_query_attention(self.attn.theta, self.norm_attn(h), self.attn.spec, self.attn.layout)
+            h = h[:, -1:] + attention(
+                self.attn.theta, self.norm_attn(h), self.attn.spec, self.attn.layout, last_only=True
+            )
         else:
             h = h + self.attn(self.norm_attn(h))
         return h + self.mlp(self.norm_mlp(h))
