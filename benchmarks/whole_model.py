@@ -9,7 +9,7 @@ the machine may be shared, so CPU seconds are what compare between runs) and wal
           RMSNorm, SwiGLU, RoPE): the logits Jacobian over the sized tokens, its rank on all and on
           half the sequences.
   row     the same model as one grid row (`attnid.model.grid.own_case`: also another seed).
-  grid    `attnid.model.grid.verification_table` of the config's `whole_model` section (what the rule
+  grid    `attnid.model.grid.verify_models` of the config's `whole_model` section (what the rule
           `whole_model_verification` runs), with the time of every case.
 """
 
@@ -76,13 +76,13 @@ def row() -> dict:
 def grid(config: Path) -> dict:
     import transformers
 
-    from attnid.model.grid import verification_table
+    from attnid.model.grid import verify_models
 
     transformers.logging.set_verbosity_error()
     cfg = yaml.safe_load(config.read_text())["whole_model"]
     options = {key: cfg[key] for key in ("seed", "oversample", "other_seed", "real_other_seed") if key in cfg}
     with Clock() as clock:
-        df = verification_table(cfg["own"], cfg["real"], **options, log=lambda line: print("  " + line, flush=True))
+        df = verify_models(cfg["own"], cfg["real"], **options, log=lambda line: print("  " + line, flush=True))
     return {
         "cases": len(df),
         "agree": int(df["agree"].sum()),

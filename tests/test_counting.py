@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import attention_specs
 
-from attnid.architectures import ARCHITECTURES, architecture_table
 from attnid.counting import check_hypotheses, count, frequency_problem, hypotheses, min_seq_len, ratio_grid
+from attnid.hf.tables import ARCHITECTURE_MODELS, architecture_table
 from attnid.spec import AttentionSpec, SpecError
 from attnid.symbolic import check_against_counts
 
@@ -249,7 +249,7 @@ def test_ratio_grid_columns_and_variants():
 
 def test_architectures():
     df = architecture_table()
-    assert len(df) == len(ARCHITECTURES) >= 8
+    assert len(df) == len(ARCHITECTURE_MODELS) >= 8
     llama = df.set_index("model").loc["LLaMA-2-7B"]
     assert llama.model_total == 32 * 4 * 4096**2  # 2.1 B attention parameters in 32 layers
     falcon = df.set_index("model").loc["Falcon-7B"]

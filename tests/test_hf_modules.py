@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnid.hf import model_facts, stored_config, verify
+from attnid.hf import model_spec, stored_config, verify
 from attnid.hf.modules import build, shrink
 from attnid.hf.verify import _rank, verify_module
 from attnid.jacobian import input_sizing
@@ -38,7 +38,7 @@ def test_real_module_agrees_with_the_count(name, overrides, count, weak):
 def test_float32_casts_inside_the_library_spoil_the_rank():
     cfg = shrink({**stored_config("llama3_8b"), "attention_bias": True})
     real = build(cfg, seed=0)
-    sizing = input_sizing(model_facts(cfg).blocks[0].attention)
+    sizing = input_sizing(model_spec(cfg).layer_specs[0].attention)
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(sizing.batch, sizing.seq_len, 16, dtype=torch.float64, generator=gen)
     honest = real.n_params - _rank(real, real.theta, x)[0]["rank"]
@@ -59,19 +59,16 @@ def test_shrink_keeps_the_flags():
 
 def test_a_mapping_that_misses_a_bias_is_caught_before_any_rank(monkeypatch):
     cfg = shrink(stored_config("qwen2_7b"))
-    facts = model_facts(cfg)
-    block = facts.blocks[0]
-    wrong = dataclasses.replace(
-        block, attention=dataclasses.replace(block.attention, biases="")
-    )  # Qwen2 "without" biases
-    monkeypatch.setattr(verify, "model_facts", lambda _: dataclasses.replace(facts, blocks=(wrong,)))
+    spec = model_spec(cfg)
+    wrong = spec.replace(attention=dataclasses.replace(spec.attention, biases=""), layers=())  # Qwen2 "without" biases
+    monkeypatch.setattr(verify, "model_spec", lambda _: wrong)
     row = verify.verify_module(cfg, name="qwen2 without biases")
     assert row["P"] != row["P_spec"] and not row["agree"] and row["error"] == "P"
-    assert "qwen2 without biases" in verify.disagreements(pd.DataFrame([row]))
+    assert "qwen2 without biases" in verify.module_disagreements(pd.DataFrame([row]))
 
 
 def test_keep_float64_turns_every_downcast_into_float64():
-    from attnid.hf.modules import KeepFloat64
+    from attnid.float64 import KeepFloat64
 
     x = torch.randn(3, 4, dtype=torch.float64)
     with KeepFloat64():

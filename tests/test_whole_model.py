@@ -5,14 +5,13 @@ import math
 import pytest
 import torch
 
-from attnid.hf import stored_config
+from attnid.hf import model_spec, stored_config
+from attnid.hf.tables import shipped_row
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
-from attnid.model.from_hf import model_spec
 from attnid.model.grid import own_spec
 from attnid.model.judge import measure, measure_weak
 from attnid.model.layout import ModelLayout
-from attnid.model.shipped import count_whole_model, shipped_row
 from attnid.spec import SpecError
 
 SMALL = {"n_layers": 1}
@@ -109,13 +108,13 @@ def test_residual_rotation_and_centring_leave_logits_unchanged():
 
 def test_refused_by_name():
     with pytest.raises(SpecError, match="final_norm"):  # a post-LN model ends with its last block's norm
-        own_spec({"norm_position": "post", "final_norm": True})
+        count_model(own_spec({"norm_position": "post", "final_norm": True}))
     with pytest.raises(SpecError, match="final_norm"):  # layer 0's free MLP table and a raw-stream head
         count_model(own_spec({"parallel": True, "positions": "none", "final_norm": False}))
     with pytest.raises(SpecError, match="position_embedding_type"):  # relative positions: scores with parameters
         model_spec({**stored_config("bert_base"), "position_embedding_type": "relative_key"})
-    with pytest.raises(SpecError, match="mlp_only_layers"):  # dense blocks between routed ones
-        model_spec({**stored_config("qwen3_30b_a3b"), "mlp_only_layers": [0]})
+    with pytest.raises(SpecError, match="mlp_only_layers"):  # not a list of layer indices
+        model_spec({**stored_config("qwen3_30b_a3b"), "mlp_only_layers": "0"})
 
 
 def test_shipped_models():
@@ -125,9 +124,9 @@ def test_shipped_models():
     for name in ("gpt2", "llama3_8b", "qwen3_8b", "pythia_1.4b"):
         row = shipped_row(name)
         assert row["status"] == "ok" and row["attention_unidentified"] <= row["unidentified"]
-    counts = count_whole_model(stored_config("qwen3_8b"))
-    assert counts["weakly_identified"] > 0 and math.isclose(counts["ratio"], counts["unidentified"] / counts["total"])
-    assert sum(counts["breakdown"].values()) == counts["unidentified"]
+    counts = count_model(model_spec(stored_config("qwen3_8b")))
+    assert counts.weakly_identified > 0 and math.isclose(counts.ratio, counts.unidentified / counts.total)
+    assert sum(counts.breakdown.values()) == counts.unidentified
 
 
 def test_cli_whole_model_json(tmp_path):
@@ -142,8 +141,10 @@ def test_cli_whole_model_json(tmp_path):
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    model = json.loads(out.stdout)["model"]
-    assert model == count_whole_model(stored_config("gpt2"))
+    result = json.loads(out.stdout)
+    spec = model_spec(stored_config("gpt2"))
+    assert result["whole_model"] == {**count_model(spec).to_dict(), "seq_len": 1024}
+    assert result["attention_layers"]["total"] == 28_348_416 and result["whole_model"]["total"] == 124_439_808
     relative = tmp_path / "config.json"
     relative.write_text(json.dumps({**stored_config("bert_base"), "position_embedding_type": "relative_key"}))
     refused = subprocess.run(

@@ -1,16 +1,15 @@
-"""The embedding side of whole models (attnid.model.embeddings): BLOOM's norm on the embeddings before
+"""The embedding side of whole models (attnid.model.counting.embeddings): BLOOM's norm on the embeddings before
 pre-LN blocks, BERT's token types and masked-LM head, a tied head's shift; counts against the Jacobian."""
 
 import pytest
 import torch
 
-from attnid.hf import stored_config
+from attnid.hf import model_spec, stored_config
+from attnid.hf.tables import shipped_table
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
-from attnid.model.from_hf import model_spec
 from attnid.model.grid import own_case, own_spec
 from attnid.model.layout import ModelLayout
-from attnid.model.shipped import shipped_table
 from attnid.spec import SpecError
 
 # d_model 4 puts V = 12 beyond the rotations' reach (V + 2 > k + rot = 8 + 3): the many-token regime, cheaply
@@ -98,13 +97,15 @@ def test_symmetries_applied_exactly():
 
 def test_refused_by_name():
     with pytest.raises(SpecError, match="positions"):  # an embedding norm reading E + positions before pre-LN blocks
-        own_spec({"embedding_norm": True})
+        count_model(own_spec({"embedding_norm": True}))
     with pytest.raises(SpecError, match="final_norm"):
-        own_spec({**BLOOM, "final_norm": False})
+        count_model(own_spec({**BLOOM, "final_norm": False}))
     with pytest.raises(SpecError, match="mlm_head"):
-        own_spec({"mlm_head": True})
+        count_model(own_spec({"mlm_head": True}))
     with pytest.raises(SpecError, match="token_types"):
-        own_spec({"token_types": 2, "positions": "none"})
+        count_model(own_spec({"token_types": 2, "positions": "none"}))
+    with pytest.raises(SpecError, match="token_types"):  # not a count: a description that cannot exist
+        own_spec({"token_types": -1})
     with pytest.raises(SpecError, match="vocab_size"):  # 4 tokens cannot pin the points a tied head leaves free
         count_model(own_spec({**BLOOM, "tied": True, "vocab_size": 4}))
     with pytest.raises(SpecError, match="vocab_size"):  # V = d: measured 7 more than the rule

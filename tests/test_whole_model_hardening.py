@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from attnid.cli import main
-from attnid.hf import STORED, stored_config
-from attnid.model.counting import count_model
+from attnid.hf import STORED, model_spec, stored_config
+from attnid.hf.mapping import DEFAULT_SEQ_LEN
+from attnid.hf.tables import shipped_table
+from attnid.model.counting import count_attention_layers, count_model
 from attnid.model.grid import own_case, own_spec
 from attnid.model.judge import directions_lost, model_sizing
-from attnid.model.shipped import DEFAULT_SEQ_LEN, count_whole_model, shipped_table
 from attnid.spec import SpecError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
@@ -70,20 +71,23 @@ def test_half_data_agrees_after_a_layernorm_head():
 @pytest.mark.parametrize("name", ["bloom_176b", "falcon_7b", "falcon_40b"])
 def test_no_learned_positions_default_seq_len(name, capsys):
     assert main(["count", "--model", name, "--whole-model", "--json"]) == 0
-    model = json.loads(capsys.readouterr().out)["model"]
-    assert model["seq_len"] == DEFAULT_SEQ_LEN and model == count_whole_model(stored_config(name))
+    model = json.loads(capsys.readouterr().out)["whole_model"]
+    spec = model_spec(stored_config(name))
+    assert (
+        model["seq_len"] == spec.seq_len == DEFAULT_SEQ_LEN and model["unidentified"] == count_model(spec).unidentified
+    )
     assert main(["count", "--model", name, "--whole-model"]) == 0
     assert f"seq_len: {DEFAULT_SEQ_LEN}" in capsys.readouterr().out
-    assert count_whole_model(stored_config(name), 64)["seq_len"] == 64
+    assert model_spec(stored_config(name), 64).seq_len == 64
 
 
-def test_learned_positions_without_maximum_still_refused():
+def test_learned_positions_without_maximum_take_the_class_default():
+    """GPT2Config's n_positions defaults to 1024, BertConfig's max_position_embeddings to 512."""
     cfg = {k: v for k, v in stored_config("gpt2").items() if k not in ("n_positions", "max_position_embeddings")}
-    with pytest.raises(SpecError) as err:
-        count_whole_model(cfg)
-    assert err.value.field == "max_position_embeddings"
-    assert count_whole_model(cfg, 16)["seq_len"] == 16
-    assert count_whole_model(stored_config("gpt2"))["seq_len"] == 1024
+    assert (model_spec(cfg).max_positions, model_spec(cfg).seq_len) == (1024, 1024)
+    assert model_spec(cfg, 16).seq_len == 16 and model_spec(cfg, 16).max_positions == 1024
+    bert = {k: v for k, v in stored_config("bert_base").items() if k != "max_position_embeddings"}
+    assert model_spec(bert).max_positions == 512
 
 
 def test_every_shipped_source_has_a_figure_group():
@@ -97,12 +101,13 @@ def test_every_shipped_source_has_a_figure_group():
 def test_untied_bert_mlm_refused_by_name():
     """transformers' untied BertForMaskedLM carries cls.predictions.bias and decoder.bias (V more parameters,
     measured V more unidentified: 263 for the one-bias count 247 at V = 16): refused, not miscounted."""
-    from attnid.model.from_hf import model_spec
     from attnid.model.real import TINY
 
+    untied = model_spec({**TINY["bert_mlm"][1], "tie_word_embeddings": False}, seq_len=6)
     with pytest.raises(SpecError) as err:
-        model_spec({**TINY["bert_mlm"][1], "tie_word_embeddings": False}, seq_len=6)
+        count_model(untied)
     assert err.value.field == "tie_word_embeddings"
+    assert count_attention_layers(untied).unidentified > 0  # its attention layers are still counted
     assert count_model(model_spec(TINY["bert_mlm"][1], seq_len=6)).unidentified > 0
 
 

@@ -1,4 +1,4 @@
-"""Multi-head latent attention in the whole model (attnid.model.latent): counts against the Jacobian judge,
+"""Multi-head latent attention in the whole model (attnid.model.counting: latent_fibre, latent_token_points): counts against the Jacobian judge,
 the real DeepSeek classes, the stored DeepSeek configs, and the refusals."""
 
 import dataclasses
@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from attnid.counting import count
-from attnid.hf.mapping import load_config
+from attnid.hf import load_config, model_spec
 from attnid.model.counting import count_model
-from attnid.model.from_hf import model_spec
+from attnid.model.counting.token_points import latent_token_points
 from attnid.model.grid import own_case, own_spec
-from attnid.model.latent import token_point_terms
 from attnid.spec import SpecError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "attnid" / "hf" / "configs"
@@ -53,13 +52,13 @@ def test_token_points_follow_the_vocabulary():
     """max(0, r (r + 1) / 2 + 1 - V) per latent of the first block, which takes the down-projection's
     scale out of the weak class; later blocks and large vocabularies add nothing."""
     small = latent_spec({"d_head_qk": 6, "d_head_v": 4, "rope_dims": 2, "kv_lora_rank": 4, "q_lora_rank": 6})
-    assert token_point_terms(small) == (21 + 1 - 12, 1)  # the kv latent: 4 * 5 / 2 + 1 = 11 <= 12 points
-    assert token_point_terms(small.replace(vocab_size=22)) == (0, 0)
-    assert token_point_terms(small.replace(vocab_size=21)) == (1, 1)
+    assert latent_token_points(small) == (21 + 1 - 12, 1)  # the kv latent: 4 * 5 / 2 + 1 = 11 <= 12 points
+    assert latent_token_points(small.replace(vocab_size=22)) == (0, 0)
+    assert latent_token_points(small.replace(vocab_size=21)) == (1, 1)
     two = count_model(small.replace(n_layers=2)).breakdown
     assert two["latent_token_points"] == 10 and two["attention"] == 2 * count_model(small).breakdown["attention"]
     exact = small.with_eps(0.0)  # at eps = 0 the scale was exact already: one fewer new direction
-    assert token_point_terms(exact) == (9, 0)
+    assert latent_token_points(exact) == (9, 0)
 
 
 @pytest.mark.parametrize(
@@ -72,14 +71,15 @@ def test_token_points_follow_the_vocabulary():
     ],
 )
 def test_refusals_name_the_field(change, field):
-    with pytest.raises(SpecError) as err:
-        latent_spec({"d_head_qk": 6, "d_head_v": 4, "rope_dims": 2, "kv_lora_rank": 4, "q_lora_rank": 6}, **change)
+    spec = latent_spec({"d_head_qk": 6, "d_head_v": 4, "rope_dims": 2, "kv_lora_rank": 4, "q_lora_rank": 6}, **change)
+    with pytest.raises(SpecError) as err:  # a description the count does not cover: refused when counted
+        count_model(spec)
     assert err.value.field == field
 
 
 def test_learned_positions_refused():
     with pytest.raises(SpecError) as err:
-        latent_spec({"d_head_qk": 4, "kv_lora_rank": 4}, positions="learned")
+        count_model(latent_spec({"d_head_qk": 4, "kv_lora_rank": 4}, positions="learned"))
     assert err.value.field == "positions"
 
 

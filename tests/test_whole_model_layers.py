@@ -5,15 +5,14 @@ import dataclasses
 import pytest
 import torch
 
-from attnid.hf import stored_config
+from attnid.hf import model_spec, stored_config
+from attnid.hf.tables import shipped_row
+from attnid.model import LayerSpec, MLPSpec
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
-from attnid.model.from_hf import model_spec
 from attnid.model.grid import own_spec
 from attnid.model.judge import measure
-from attnid.model.layers import LayerSpec, MLPSpec
 from attnid.model.layout import ModelLayout
-from attnid.model.shipped import shipped_row
 from attnid.model.spec import ModelSpec
 from attnid.spec import AttentionSpec, SpecError
 
@@ -66,9 +65,9 @@ def test_layout_follows_each_block():
     spec = own_spec(MIXED)
     layout = ModelLayout(spec)
     assert layout.size == spec.n_params
-    assert layout.blocks["layers.0.mlp.up"][1] == (8, 4) and layout.blocks["layers.1.mlp.up"][1] == (8, 10)
+    assert layout.blocks["layers.0.mlp.up"].shape == (8, 4) and layout.blocks["layers.1.mlp.up"].shape == (8, 10)
     assert "layers.1.mlp.down_bias" not in layout.blocks
-    sizes = [layout.blocks[f"layers.{i}.attn"][1][0] for i in range(2)]
+    sizes = [layout.blocks[f"layers.{i}.attn"].shape[0] for i in range(2)]
     assert sizes == [x.attention.n_params for x in spec.layer_specs] and sizes[0] != sizes[1]
 
 
@@ -107,7 +106,7 @@ def test_gemma3_27b_counts_with_its_local_and_global_layers():
     assert row["weakly_identified"] == count_model(spec.replace(output_norms=False)).weakly_identified + 2 * 62
 
 
-# Gemma-2/3 blocks: h + Norm(Attn(Norm h)), h + Norm(MLP(Norm h)) (rule 16 of attnid.model.counting).
+# Gemma-2/3 blocks: h + Norm(Attn(Norm h)), h + Norm(MLP(Norm h)) (attnid.model.counting.residual.residual_gauge).
 OUTPUT_NORMS = {"norm": "rmsnorm", "norm_bias": False, "output_norms": True, "positions": "rope",
                 "attention": {"rope_dims": 4}, "mlp": "geglu"}  # fmt: skip
 
@@ -131,7 +130,7 @@ def test_real_gemma2_agrees():
     assert row["weak_count"] == row["weak_measured"] == 1 + 2 * 2
 
 
-# A parallel block at layer 0 without learned positions (attnid.model.parallel_first): d_model 8 unless
+# A parallel block at layer 0 without learned positions (attnid.model.counting.token_points.first_mlp_table): d_model 8 unless
 # set, one layer; the MLP's whole V x d_out output table is reachable (excess > 0) or not (excess 0).
 PARALLEL = {"parallel": True, "positions": "none", "n_layers": 1}
 FIRST_MLP = {

@@ -1,14 +1,13 @@
-"""Mixture-of-experts MLPs in the whole-model count (attnid.model.moe): the count against the Jacobian judge on
+"""Mixture-of-experts MLPs in the whole-model count (attnid.model.MoESpec, attnid.model.counting.mlp): the count against the Jacobian judge on
 our own function and on real transformers classes, the shipped MoE configs, and the refusals by name."""
 
 import pytest
 
-from attnid.hf import stored_config
-from attnid.model.counting import count_model
-from attnid.model.from_hf import model_spec
+from attnid.hf import model_spec, stored_config
+from attnid.hf.tables import shipped_row
+from attnid.model import MoESpec
+from attnid.model.counting import count_attention_layers, count_model
 from attnid.model.grid import own_case, own_spec
-from attnid.model.moe import MoESpec
-from attnid.model.shipped import shipped_row
 from attnid.spec import SpecError
 
 # one RMSNorm block of width 8 (2 heads), vocab 12, no positions: the MoE terms are what varies
@@ -140,21 +139,22 @@ def test_bad_moe_fields_are_refused_by_name(fields, field):
 def test_unmodelled_settings_are_refused_by_name():
     moe = {"n_experts": 4, "top_k": 2, "d_expert": 2}
     with pytest.raises(SpecError) as err:
-        own_spec({"moe": moe})  # LayerNorm
+        count_model(own_spec({"moe": moe}))  # LayerNorm
     assert err.value.field == "moe"
     with pytest.raises(SpecError) as err:
-        own_spec({**BLOCK, "parallel": True, "moe": moe})
+        count_model(own_spec({**BLOCK, "parallel": True, "moe": moe}))
     assert err.value.field == "moe"
-    for key, value in (("mlp_only_layers", [0]), ("decoder_sparse_step", 2)):
+    # what the class ignores or the count does not model: the attention layers are counted, the model refused
+    for name, key, value in (
+        ("deepseek_v2_lite", "norm_topk_prob", True),
+        ("deepseek_v3", "scoring_func", "softmax"),
+        ("mixtral_8x7b", "hidden_act", "gelu"),
+    ):
+        spec = model_spec({**stored_config(name), key: value}, seq_len=16)
+        assert count_attention_layers(spec).unidentified > 0
         with pytest.raises(SpecError) as err:
-            model_spec({**stored_config("qwen3_30b_a3b"), key: value}, seq_len=16)
+            count_model(spec)
         assert err.value.field == key
-    with pytest.raises(SpecError) as err:
-        model_spec({**stored_config("deepseek_v2_lite"), "norm_topk_prob": True}, seq_len=16)
-    assert err.value.field == "norm_topk_prob"
-    with pytest.raises(SpecError) as err:
-        model_spec({**stored_config("deepseek_v3"), "scoring_func": "softmax"}, seq_len=16)
-    assert err.value.field == "scoring_func"
 
 
 @pytest.mark.parametrize("name", ["mixtral_moe", "qwen3_moe", "gpt_oss_moe", "deepseek_v3_moe"])
@@ -162,7 +162,7 @@ def test_real_routers_run_in_float64(name):
     """The routers' float32 casts (softmax(dtype=float), .float(), .type(float32)) become float64 ones."""
     import torch
 
-    from attnid.model.moe import expert_loads
+    from attnid.model.forward import expert_loads
     from attnid.model.real import build_real
 
     model = build_real(name)

@@ -1,7 +1,7 @@
 """The `attnid` command line: `count` (exact counts, no torch) and `verify` (Jacobian measurement).
 
     attnid count --d-model 4096 --heads 32 --kv-heads 8 --rope full
-    attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # refused: below T_min
+    attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # counted: T_min = 2 here
     attnid count --hf-config path/to/config.json --json                    # every layer of a real model
     attnid count --model qwen3_8b                                          # a shipped published config
     attnid count --model llama3_8b --whole-model                           # every parameter, not only attention
@@ -9,11 +9,20 @@
     attnid verify --d-model 4 --heads 1 --rope full --causal --seq-len 2 --outside-hypotheses  # 22, not 20
     attnid --version
 
-(`python -m attnid ...` is the same program.) Every spec flag maps onto one AttentionSpec field
-(FLAG_OF_FIELD), and the spec is built by `AttentionSpec.from_config`, so a bad value is refused
-by the spec itself; the error names the flag. Any bad flag exits with status 2 and one line on
-stderr, no traceback. `verify` exits 0 when the measurement passes, 1 when it fails or cannot
-decide. Text output is one `key: value` per line; --json prints the same as JSON.
+(`python -m attnid ...` is the same program.) Every spec flag is one row of SPEC_FLAGS, which maps it
+onto one AttentionSpec field and generates its argparse option; the spec is built by
+`AttentionSpec.from_config`, so a bad value is refused by the spec itself and the error names the flag.
+Any bad flag exits with status 2 and one line on stderr, no traceback; flags are never abbreviated.
+`verify` exits 0 when the measurement passes, 1 when it fails or cannot decide. Text output is one
+`key: value` per line; --json prints the same as JSON.
+
+The JSON of `count --hf-config PATH` / `count --model NAME` (README, "Any configuration"):
+
+    name, source, model_type
+    layer             the counts of layer 0's attention (as `count` of one spec)
+    other_layers      {layer index: counts} of every layer whose attention spec differs from layer 0's
+    attention_layers  every layer's attention counted alone and summed (attention parameters only), n_layers
+    whole_model       with --whole-model: every parameter of the model (attnid.model.count_model), seq_len
 """
 
 from __future__ import annotations
@@ -24,46 +33,63 @@ import math
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 from . import __version__
 from .counting import count
-from .hf import command_line as hf
-from .spec import AttentionSpec, SpecError
+from .errors import SpecError
+from .spec import AttentionSpec
 
-# Spec field -> the flag that sets it (so errors name what the user typed).
-FLAG_OF_FIELD = {
-    "d_model": "--d-model",
-    "n_heads": "--heads",
-    "n_kv_heads": "--kv-heads",
-    "d_head_qk": "--d-head",
-    "d_head_v": "--d-head-v",
-    "rope_dims": "--rope",
-    "rope_base": "--rope-base",
-    "biases": "--bias",
-    "causal": "--causal",
-    "seq_len": "--seq-len",
-    # modern variants (attnid.counting_variants)
-    "qk_norm": "--qk-norm",
-    "norm_eps": "--norm-eps",
-    "sinks": "--sinks",
-    "softcap": "--softcap",
-    "sliding_window": "--window",
-    "alibi": "--alibi",
-    "kv_lora_rank": "--kv-lora-rank",
-    "q_lora_rank": "--q-lora-rank",
-}
-# Option of attnid.jacobian.verify -> the flag that sets it.
-FLAG_OF_OPTION = {
-    "seed": "--seed",
-    "oversample": "--oversample",
-    "device": "--device",
-    "threads": "--threads",
-    "max_memory_gb": "--max-memory-gb",
-    "method": "--method",
-    "dense_max_params": "--dense-max-params",
-    "positions": "--positions",
-    "progress": "--progress",
-}
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag: the spec field (or verify option) it sets, how argparse reads it, its help."""
+
+    dest: str  # the AttentionSpec field or the verify option
+    flag: str
+    type: type | None  # None: a switch (store_true)
+    default: object
+    help: str
+    group: str = ""  # an argparse group title ('' = the parser itself)
+
+
+VARIANTS = "modern variants (attnid.counting_variants)"
+SPEC_FLAGS = (
+    Flag("d_model", "--d-model", int, None, "model width d"),
+    Flag("n_heads", "--heads", int, None, "query heads H"),
+    Flag("n_kv_heads", "--kv-heads", int, None, "key/value groups G (default: heads; 1 = MQA)"),
+    Flag("d_head_qk", "--d-head", int, None, "query/key head size (default: d_model / heads)"),
+    Flag("d_head_v", "--d-head-v", int, None, "value head size (default: --d-head)"),
+    Flag("rope_dims", "--rope", str, "none", "RoPE: none, half, full, or N rotated dims per head (even)"),
+    Flag("rope_base", "--rope-base", float, 10000.0, "RoPE frequency base (default 10000)"),
+    Flag("biases", "--bias", str, "none", "biases present: 'none' or a subset of the letters qkvo"),
+    Flag("causal", "--causal", None, False, "causal mask"),
+    Flag("seq_len", "--seq-len", int, None, "positions per sequence T (default: long enough for the count)"),
+    Flag("qk_norm", "--qk-norm", str, "none", "none | rms_head | rms_all | layernorm_head", VARIANTS),
+    Flag("norm_eps", "--norm-eps", float, 1e-6, "eps of the q/k or latent norms (0: exact)", VARIANTS),
+    Flag("sinks", "--sinks", None, False, "one learnable sink logit per head", VARIANTS),
+    Flag("softcap", "--softcap", float, 0.0, "logit softcap c: c tanh(s / c) (0: off)", VARIANTS),
+    Flag("sliding_window", "--window", int, 0, "sliding window in keys, causal (0: off)", VARIANTS),
+    Flag("alibi", "--alibi", None, False, "ALiBi position bias (no RoPE)", VARIANTS),
+    Flag("kv_lora_rank", "--kv-lora-rank", int, 0, "multi-head latent attention rank (0: off)", VARIANTS),
+    Flag("q_lora_rank", "--q-lora-rank", int, 0, "MLA query latent rank (0: full query)", VARIANTS),
+)
+VERIFY_FLAGS = (
+    Flag("seed", "--seed", int, 0, "seed of the random point and inputs (default 0)"),
+    Flag("oversample", "--oversample", float, None, "Jacobian rows over the need, >= 1 (default 3 dense, 1.25 certificate)"),
+    Flag("device", "--device", str, "cpu", "cpu or cuda (default cpu)"),
+    Flag("threads", "--threads", int, None, "torch CPU threads (default: torch's choice)"),
+    Flag("max_memory_gb", "--max-memory-gb", float, None, "refuse specs estimated above this (GiB)"),
+    Flag("method", "--method", str, "auto", "auto | dense | certificate"),
+    Flag("dense_max_params", "--dense-max-params", int, None, "largest P measured densely by --method auto"),
+    Flag("positions", "--positions", str, "spread", "RoPE positions: spread (default) or contiguous"),
+    Flag("progress", "--progress", None, False, "print the estimate and each stage to stderr"),
+    Flag("no_invariance", "--no-invariance", None, False, "skip the half-batch and second-seed re-measurements"),
+    Flag("outside_hypotheses", "--outside-hypotheses", None, False,
+         "measure a spec that breaks a hypothesis of the count (e.g. --seq-len below T_min) against the naive count"),
+)  # fmt: skip
+FLAG_OF_FIELD = {f.dest: f.flag for f in SPEC_FLAGS}
+FLAG_OF_OPTION = {f.dest: f.flag for f in VERIFY_FLAGS}
 
 
 class UsageError(Exception):
@@ -71,7 +97,10 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (the usage is in --help)."""
+    """argparse with one-line errors (the usage is in --help) and no abbreviated flags."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -84,57 +113,17 @@ def program_name(argv0: str | None = None) -> str:
     return "python -m attnid" if name in ("__main__.py", "-m", "", "-c") else name
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--d-model", type=int, required=True, help="model width d")
-    parser.add_argument("--heads", type=int, required=True, help="query heads H")
-    parser.add_argument("--kv-heads", type=int, default=None, help="key/value groups G (default: heads; 1 = MQA)")
-    parser.add_argument("--d-head", type=int, default=None, help="query/key head size (default: d_model / heads)")
-    parser.add_argument("--d-head-v", type=int, default=None, help="value head size (default: --d-head)")
-    parser.add_argument("--rope", default="none", help="RoPE: none, half, full, or N rotated dims per head (even)")
-    parser.add_argument("--rope-base", type=float, default=10000.0, help="RoPE frequency base (default 10000)")
-    parser.add_argument("--bias", default="none", help="biases present: 'none' or a subset of the letters qkvo")
-    parser.add_argument("--causal", action="store_true", help="causal mask")
-    parser.add_argument(
-        "--seq-len", type=int, default=None, help="positions per sequence T (default: long enough for the count)"
-    )
-    variants = parser.add_argument_group("modern variants (attnid.counting_variants)")
-    variants.add_argument("--qk-norm", default="none", help="none | rms_head | rms_all | layernorm_head")
-    variants.add_argument("--norm-eps", type=float, default=1e-6, help="eps of the q/k or latent norms (0: exact)")
-    variants.add_argument("--sinks", action="store_true", help="one learnable sink logit per head")
-    variants.add_argument("--softcap", type=float, default=0.0, help="logit softcap c: c tanh(s / c) (0: off)")
-    variants.add_argument("--window", type=int, default=0, help="sliding window in keys, causal (0: off)")
-    variants.add_argument("--alibi", action="store_true", help="ALiBi position bias (no RoPE)")
-    variants.add_argument("--kv-lora-rank", type=int, default=0, help="multi-head latent attention rank (0: off)")
-    variants.add_argument("--q-lora-rank", type=int, default=0, help="MLA query latent rank (0: full query)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of key: value lines")
-
-
-def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of attnid.jacobian.verify (its own validation refuses bad values by name)."""
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random point and inputs (default 0)")
-    parser.add_argument(
-        "--oversample",
-        type=float,
-        default=None,
-        help="Jacobian rows over the need, >= 1 (default 3 dense, 1.25 certificate)",
-    )
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--max-memory-gb", type=float, default=None, help="refuse specs estimated above this (GiB)")
-    parser.add_argument("--method", default="auto", help="auto | dense | certificate")
-    parser.add_argument(
-        "--dense-max-params", type=int, default=None, help="largest P measured densely by --method auto"
-    )
-    parser.add_argument("--positions", default="spread", help="RoPE positions: spread (default) or contiguous")
-    parser.add_argument("--progress", action="store_true", help="print the estimate and each stage to stderr")
-    parser.add_argument(
-        "--no-invariance", action="store_true", help="skip the half-batch and second-seed re-measurements"
-    )
-    parser.add_argument(
-        "--outside-hypotheses",
-        action="store_true",
-        help="measure a spec that breaks a hypothesis of the count (e.g. --seq-len below T_min) against the naive count",
-    )
+def add_flags(parser: argparse.ArgumentParser, flags, required=()) -> None:
+    """One argparse option per Flag (a switch when its type is None), in groups by title."""
+    groups = {"": parser}
+    for f in flags:
+        target = groups.get(f.group) or groups.setdefault(f.group, parser.add_argument_group(f.group))
+        if f.type is None:
+            target.add_argument(f.flag, dest=f.dest, action="store_true", help=f.help)
+        else:
+            target.add_argument(
+                f.flag, dest=f.dest, type=f.type, default=f.default, required=f.dest in required, help=f.help
+            )
 
 
 def _with_flags(message: str) -> str:
@@ -161,28 +150,8 @@ def _usage_error(err: Exception) -> UsageError:
 
 def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
     """The spec the flags describe (SpecError -> UsageError naming the flag)."""
-    values = {
-        "d_model": args.d_model,
-        "n_heads": args.heads,
-        "n_kv_heads": args.kv_heads,
-        "d_head_qk": args.d_head,
-        "d_head_v": args.d_head_v,
-        "rope_dims": args.rope,
-        "rope_base": args.rope_base,
-        "biases": args.bias,
-        "causal": args.causal,
-        "seq_len": args.seq_len,
-        "qk_norm": args.qk_norm,
-        "norm_eps": args.norm_eps,
-        "sinks": args.sinks,
-        "softcap": args.softcap,
-        "sliding_window": args.window,
-        "alibi": args.alibi,
-        "kv_lora_rank": args.kv_lora_rank,
-        "q_lora_rank": args.q_lora_rank,
-    }
     try:
-        return AttentionSpec.from_config(values)
+        return AttentionSpec.from_config({f.dest: getattr(args, f.dest) for f in SPEC_FLAGS})
     except SpecError as err:
         raise _usage_error(err) from None
 
@@ -192,7 +161,7 @@ def _plain(value):
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
@@ -220,21 +189,50 @@ def _print(result: dict, as_json: bool) -> None:
         print("\n".join(key_value_lines(result)))
 
 
-def run_count(args) -> int:
-    if hf.wants_hf(args):  # a real model: every layer of a config.json (attnid.hf)
-        try:
-            result = hf.count_from_args(args)
-            if args.whole_model:  # the whole model, every parameter (attnid.model)
-                from .model.shipped import count_from_args as whole_model_counts
+def _real_config(args) -> tuple[dict, str]:
+    """(config mapping, where it came from) of --hf-config PATH or --model NAME."""
+    from .hf import STORED, load_config, stored_config
 
-                result["model"] = whole_model_counts(args)
-        except SpecError as err:
-            raise UsageError(str(err)) from None
-        _print(result, args.json)
+    if args.model is not None:
+        if args.model not in STORED:
+            raise UsageError(f"--model: no shipped config {args.model!r}; known: {', '.join(STORED)}")
+        return stored_config(args.model), args.model
+    try:
+        return load_config(args.hf_config), args.hf_config
+    except SpecError as err:
+        raise UsageError(f"--hf-config: {str(err).split(': ', 1)[1]}") from None
+
+
+def count_real(args) -> dict:
+    """The counts of a real model's config (the JSON schema in the module docstring)."""
+    from .hf import model_spec, model_type
+    from .model.counting import count_attention_layers, count_model
+
+    cfg, where = _real_config(args)
+    try:
+        spec = model_spec(cfg, args.seq_len if args.whole_model else None)
+        blocks = [x.attention for x in spec.layer_specs]
+        layers = [count(a) for a in blocks]
+        attention = count_attention_layers(spec).to_dict()
+        del attention["conditions"]  # layer 0's, listed under `layer`
+        result = {"name": cfg.get("_name", where), "source": cfg.get("_source", where), "model_type": model_type(cfg)}
+        result["layer"] = layers[0].to_dict()
+        result["other_layers"] = {i: layers[i].to_dict() for i in range(1, len(blocks)) if blocks[i] != blocks[0]}
+        result["attention_layers"] = {**attention, "n_layers": spec.n_layers}
+        if args.whole_model:
+            result["whole_model"] = {**count_model(spec).to_dict(), "seq_len": spec.seq_len}
+    except SpecError as err:
+        raise UsageError(f"{where}: {err}") from None
+    return result
+
+
+def run_count(args) -> int:
+    if args.hf_config is not None or args.model is not None:
+        _print(count_real(args), args.json)
         return 0
     if args.whole_model:
         raise UsageError("--whole-model: needs --hf-config PATH or --model NAME")
-    if args.d_model is None or args.heads is None:
+    if args.d_model is None or args.n_heads is None:
         raise UsageError("--d-model and --heads are required (or --hf-config PATH, or --model NAME)")
     spec = spec_from_args(args)
     try:
@@ -249,19 +247,10 @@ def run_verify(args) -> int:
     spec = spec_from_args(args)
     from .jacobian import verify  # torch only for this subcommand
 
-    options = {
-        "seed": args.seed,
-        "oversample": args.oversample,
-        "device": args.device,
-        "threads": args.threads,
-        "method": args.method,
-        "positions": args.positions,
-        "progress": args.progress,
-    }
-    if args.max_memory_gb is not None:
-        options["max_memory_gb"] = args.max_memory_gb
-    if args.dense_max_params is not None:
-        options["dense_max_params"] = args.dense_max_params
+    options = {f.dest: getattr(args, f.dest) for f in VERIFY_FLAGS[:-2]}
+    for name in ("max_memory_gb", "dense_max_params"):
+        if options[name] is None:
+            del options[name]
     if args.outside_hypotheses:
         options["check_validity"] = False
     if args.no_invariance:
@@ -284,17 +273,23 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnid {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     p_count = sub.add_parser("count", help="exact total / identified / unidentified parameter counts (no torch)")
-    add_spec_arguments(p_count)
-    hf.add_hf_arguments(p_count)
-    p_count.add_argument(
-        "--whole-model",
-        action="store_true",
-        help="with --hf-config/--model: `model` counts every parameter of the model",
+    add_flags(p_count, SPEC_FLAGS)
+    real = p_count.add_mutually_exclusive_group()
+    real.add_argument(
+        "--hf-config", metavar="PATH", help="count every layer of a Hugging Face config.json (read, never downloaded)"
     )
+    from .hf import STORED
+
+    real.add_argument("--model", metavar="NAME", help=f"count a shipped published config: {', '.join(STORED)}")
+    p_count.add_argument(
+        "--whole-model", action="store_true", help="with --hf-config/--model: count every parameter of the model"
+    )
+    p_count.add_argument("--json", action="store_true", help="print JSON instead of key: value lines")
     p_count.set_defaults(func=run_count)
     p_verify = sub.add_parser("verify", help="measure the unidentified dimension by Jacobian rank and compare")
-    add_spec_arguments(p_verify)
-    add_verify_arguments(p_verify)
+    add_flags(p_verify, SPEC_FLAGS, required=("d_model", "n_heads"))
+    add_flags(p_verify, VERIFY_FLAGS)
+    p_verify.add_argument("--json", action="store_true", help="print JSON instead of key: value lines")
     p_verify.set_defaults(func=run_verify)
     return parser
 

@@ -133,11 +133,6 @@ class Counts:
         return {**head, "breakdown": dict(self.breakdown), "conditions": list(self.conditions)}
 
 
-def total_params(spec: AttentionSpec) -> int:
-    """P: all parameters of the layer (weights and the biases the spec has)."""
-    return spec.n_params
-
-
 def frequency_problem(frequencies, step: int = 1) -> str | None:
     """Why RoPE planes at these frequencies, seen at offsets `step` apart, are not separable (None if they are).
 
@@ -340,7 +335,7 @@ def count(spec: AttentionSpec, check: bool = True, frequencies=None) -> Counts:
     elif spec.variants():
         breakdown, weak = variant_breakdown(spec, breakdown)
     return Counts(
-        total=total_params(spec),
+        total=spec.n_params,
         unidentified=sum(breakdown.values()),
         breakdown=breakdown,
         conditions=hypotheses(spec),

@@ -81,7 +81,7 @@ def _scales(spec: AttentionSpec, breakdown: dict, scale: int) -> tuple[dict, int
 
 
 # One small shape (d_model 16, 4 heads, 2 KV groups, full RoPE on heads of 4) under each variant:
-# the examples the paper quotes and the tests measure.
+# the examples the paper quotes (workflow/scripts/hf_macros.py counts each).
 EXAMPLE_SHAPE = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "rope_dims": 4, "causal": True}
 EXAMPLE_VARIANTS = {
     "plain": {},
@@ -92,14 +92,3 @@ EXAMPLE_VARIANTS = {
     "softcap": {"softcap": 50.0},
     "window": {"sliding_window": 3},
 }
-
-
-def variant_examples() -> dict:
-    """name -> (AttentionSpec, Counts) of EXAMPLE_SHAPE under each of EXAMPLE_VARIANTS."""
-    from .counting import count
-
-    out = {}
-    for name, fields in EXAMPLE_VARIANTS.items():
-        spec = AttentionSpec(**EXAMPLE_SHAPE, **fields)
-        out[name] = (spec, count(spec))
-    return out

@@ -10,77 +10,23 @@ are skipped), with H query heads, G key/value groups, d = d_model, k = d_head_qk
     W_V (G, d, v)   b_V (G, v)
     W_O (H, v, d)   b_O (d,)
 
-Each block is stored row-major (C order), so `theta[offset:offset+size].view(shape)` is the block.
+Each block is stored row-major (C order), as every flat vector here (`attnid.flat`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from math import prod
-
 import torch
 
+from .flat import FlatLayout
 from .spec import AttentionSpec
 
 
-@dataclass(frozen=True)
-class ParamBlock:
-    """One named weight or bias: its offset in the flat vector and its shape."""
-
-    name: str
-    offset: int
-    shape: tuple[int, ...]
-
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def slice(self) -> slice:
-        return slice(self.offset, self.offset + self.size)
-
-
-class Layout:
+class Layout(FlatLayout):
     """Names -> slices of the flat parameter vector of one attention layer."""
 
     def __init__(self, spec: AttentionSpec):
+        super().__init__(spec.block_shapes().items(), label=f"layout of {spec.label}")
         self.spec = spec
-        self.blocks: dict[str, ParamBlock] = {}
-        offset = 0
-        for name, shape in spec.block_shapes().items():
-            block = ParamBlock(name, offset, shape)
-            self.blocks[name] = block
-            offset += block.size
-        self.size = offset  # P: total number of parameters
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.blocks
-
-    def __iter__(self):
-        return iter(self.blocks.values())
-
-    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Views of `theta` (P,) as named blocks; works for a batch (..., P) too."""
-        if theta.shape[-1] != self.size:
-            raise ValueError(
-                f"parameter vector has {theta.shape[-1]} entries, layout of {self.spec.label} needs {self.size}"
-            )
-        lead = theta.shape[:-1]
-        return {b.name: theta[..., b.slice].reshape(*lead, *b.shape) for b in self.blocks.values()}
-
-    def flatten(self, blocks: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Inverse of :meth:`unflatten`; every block of the layout must be given, no other."""
-        missing = set(self.blocks) - set(blocks)
-        extra = set(blocks) - set(self.blocks)
-        if missing or extra:
-            raise ValueError(f"blocks do not match the layout: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        parts = []
-        for b in self.blocks.values():
-            t = blocks[b.name]
-            if tuple(t.shape[-len(b.shape) :]) != b.shape:
-                raise ValueError(f"block {b.name} has shape {tuple(t.shape)}, expected {b.shape}")
-            parts.append(t.reshape(*t.shape[: t.dim() - len(b.shape)], b.size))
-        return torch.cat(parts, dim=-1)
 
     def names(self) -> list[str]:
         """One human-readable name per flat index, e.g. 'W_Q[h=2][3,1]' (for reports, not hot paths)."""

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, fields
 from numbers import Integral, Real
 
+from .errors import SpecError
 from .spec_variants import (
     VARIANT_DEFAULTS,
     VARIANT_LABEL,
@@ -49,14 +50,6 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 _INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank")
-
-
-class SpecError(ValueError):
-    """A spec field has a bad value; the message names the field."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
 
 
 def normalize_biases(biases) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+from .errors import SpecError
+
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head")
 # Variant fields and their defaults: the label, to_row and from_row mention them only when set.
 VARIANT_DEFAULTS = {
@@ -43,8 +45,6 @@ VARIANT_LABEL = {
 def checked_variants(spec) -> dict:
     """The variant fields normalised (float, bool, int), name -> value; SpecError names a bad field
     or a combination the counting does not model."""
-    from .spec import SpecError  # here, not at the top: attnid.spec imports this module
-
     out = {}
     if spec.qk_norm not in QK_NORMS:
         raise SpecError("qk_norm", f"must be one of {', '.join(QK_NORMS)}, got {spec.qk_norm!r}")

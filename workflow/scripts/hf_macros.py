@@ -1,15 +1,17 @@
 r"""results/macros/hf.tex: the real-module and modern-variant numbers the paper cites (\Hf..., \Variant...).
 
 Measured (results/hf/modules.csv): how many real modules were checked and agree, the worst gap, the
-range of the weakly identified singular values. Counted (attnid.counting_variants.variant_examples,
+range of the weakly identified singular values. Counted (attnid.counting_variants.EXAMPLE_VARIANTS,
 the same in every preset): unidentified and weakly identified dimensions of one small shape under
 each variant.
 """
 
-from attnid.counting_variants import variant_examples
+from attnid.counting import count
+from attnid.counting_variants import EXAMPLE_SHAPE, EXAMPLE_VARIANTS
 from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import macro_name, number, scientific
 from attnid.report.macros import fragment
+from attnid.spec import AttentionSpec
 
 log = log_to(snakemake.log[0])  # noqa: F821
 df = read_result(snakemake.input.modules, columns=["agree", "gap", "weak_sigma_min", "weak_sigma_max"])  # noqa: F821
@@ -20,7 +22,8 @@ values = {
     "HfWeakSigmaMin": scientific(df["weak_sigma_min"].min()),
     "HfWeakSigmaMax": scientific(df["weak_sigma_max"].max()),
 }
-for name, (_, counts) in variant_examples().items():
+for name, fields in EXAMPLE_VARIANTS.items():
+    counts = count(AttentionSpec(**EXAMPLE_SHAPE, **fields))
     values[macro_name("Variant", name)] = str(counts.unidentified)
     if counts.weakly_identified:
         values[macro_name("VariantWeak", name)] = str(counts.weakly_identified)

@@ -7,7 +7,7 @@ then no CSV is written, so nothing looks finished.
 import torch
 import transformers
 
-from attnid.hf.verify import disagreements, verification_table
+from attnid.hf.verify import module_disagreements, verify_modules
 from attnid.io import atomic_write_csv, log_to
 
 log_to(snakemake.log[0])
@@ -15,8 +15,8 @@ torch.set_num_threads(snakemake.threads)
 transformers.logging.set_verbosity_error()
 cfg = snakemake.params.cfg
 shrink_options = {"d_model": cfg["d_model"], "n_heads": cfg["n_heads"], "window": cfg["window"]}
-df = verification_table(cfg["cases"], seed=cfg["seed"], oversample=cfg["oversample"], **shrink_options)
-message = disagreements(df)
+df = verify_modules(cfg["cases"], seed=cfg["seed"], oversample=cfg["oversample"], **shrink_options)
+message = module_disagreements(df)
 if message:
     print(message)
     raise SystemExit(f"real modules that disagree with the count:\n{message}")

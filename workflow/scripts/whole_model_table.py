@@ -1,18 +1,18 @@
 """results/tables/whole_model.tex/.csv: whole-model counts of every shipped real config.
 
-One row per stored published config (attnid.model.shipped): P, the unidentified and weakly
+One row per stored published config (attnid.hf.tables): P, the unidentified and weakly
 identified parameters of the whole model, the identified share, and the attention layers alone
 (the lower bound that ignores every symmetry between layers); the CSV also holds the breakdown
 by source (src_* columns) and, for a model the count does not cover, the refusal.
 """
 
-from attnid.hf import _stored_names
+from attnid.hf import STORED
+from attnid.hf.tables import shipped_table
 from attnid.io import atomic_write_csv, log_to
-from attnid.model.shipped import shipped_table
 from attnid.report.latex import write_table
 
 log_to(snakemake.log[0])
-df = shipped_table(_stored_names())
+df = shipped_table(STORED)
 atomic_write_csv(snakemake.output.csv, df)
 ok = df[df["status"] == "ok"].sort_values("P").astype({"P": int, "unidentified": int, "weakly_identified": int})
 table = ok.assign(share=100 * ok["identified_share"], attn_share=100 * ok["attention_share_of_unidentified"])[

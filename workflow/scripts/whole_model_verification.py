@@ -9,15 +9,15 @@ import torch
 import transformers
 
 from attnid.io import atomic_write_csv, log_to
-from attnid.model.grid import disagreements, verification_table
+from attnid.model.grid import model_disagreements, verify_models
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 transformers.logging.set_verbosity_error()
 cfg = snakemake.params.cfg
 options = {key: cfg[key] for key in ("seed", "oversample", "other_seed", "real_other_seed")}
-df = verification_table(cfg["own"], cfg["real"], **options)
-message = disagreements(df)
+df = verify_models(cfg["own"], cfg["real"], **options)
+message = model_disagreements(df)
 if message:
     print(message)
     raise SystemExit(f"whole models that disagree with the count:\n{message}")

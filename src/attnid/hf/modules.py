@@ -2,11 +2,8 @@
 
 Three things make a float64 Jacobian of a Hugging Face module trustworthy without editing its code:
 
-* :class:`KeepFloat64`, a ``torch.overrides.TorchFunctionMode``: the library casts to float32
-  inside softmax (``softmax(..., dtype=torch.float32)``), q/k norms (``.to(torch.float32)``) and
-  rotary tables (``.float()``); each such cast is turned into a float64 one, so rounding stays at
-  1e-16 and a rank read at 1e-10 is not spoiled (a float32 cast reads a Llama module with biases
-  as 40 instead of 48);
+* :class:`attnid.float64.KeepFloat64`: the library's casts to float32 (softmax, q/k norms, rotary
+  tables) become float64 ones, so a rank read at 1e-10 is not spoiled;
 * eager attention (``config._attn_implementation = "eager"``): SDPA on a bare module silently
   drops GPT-OSS sinks and the sliding-window argument;
 * inputs the model itself would give the module: masks from ``transformers.masking_utils``
@@ -25,31 +22,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import math
 from dataclasses import dataclass
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .mapping import model_facts
-
-DTYPE = torch.float64
-_LOW = (torch.float32, torch.float16, torch.bfloat16)
-
-
-class KeepFloat64(TorchFunctionMode):
-    """Inside this mode every cast to a lower float type becomes a cast to float64."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if kwargs.get("dtype") in _LOW:
-            kwargs["dtype"] = DTYPE
-        if func in (torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16):
-            return args[0].to(DTYPE)
-        if func in (torch.Tensor.to, torch.Tensor.type):
-            args = tuple(DTYPE if a in _LOW else a for a in args)
-        return func(*args, **kwargs)
-
+from ..flat import FlatLayout
+from ..float64 import DTYPE, KeepFloat64
+from .mapping import model_spec
 
 # model_type -> (modeling module, attention class, rotary class or None)
 MODULES = {
@@ -103,8 +82,7 @@ def shrink(cfg: dict, d_model: int = 16, n_heads: int = 4, head_dim: int | None 
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", "gemma3_text")}
     if cfg.get("model_type") == "gemma3":
         cfg["model_type"] = "gemma3_text"
-    facts = model_facts(cfg)
-    spec = facts.blocks[0].attention
+    spec = model_spec(cfg).layer_specs[0].attention
     mt = cfg["model_type"]
     partial = 0 < spec.rope_dims < spec.d_head_qk and spec.kv_lora_rank == 0
     fused = mt in ("gpt2", "gptj", "gpt_neox", "phi", "falcon", "bloom", "bert")  # head size must be d / H
@@ -163,17 +141,16 @@ class RealModule:
     extras: dict  # name -> builder of per-input keyword arguments
     keep_float64: bool = True  # False runs the library's own casts (to show what they do to a rank)
 
+    def __post_init__(self):
+        self.layout = FlatLayout(zip(self.names, self.shapes, strict=True), self.model_type)
+
     @property
     def n_params(self) -> int:
         return self.theta.numel()
 
     def forward(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Output (B, T, d) of the module at flat parameters theta (P,) on inputs x (B, T, d), in float64."""
-        params, offset = {}, 0
-        for name, shape in zip(self.names, self.shapes, strict=True):
-            size = math.prod(shape)
-            params[name] = theta[offset : offset + size].view(shape)
-            offset += size
+        params = self.layout.unflatten(theta)
         kwargs = {key: make(x) for key, make in self.extras.items()}
         with KeepFloat64() if self.keep_float64 else contextlib.nullcontext():
             out = torch.func.functional_call(self.module, params, (x,), kwargs)

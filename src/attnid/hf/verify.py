@@ -1,7 +1,7 @@
 """The judge on real code: P - rank of the Jacobian of a real `transformers` attention module vs `count`.
 
 For one case (a stored published config, optional overrides, shrunk by
-:func:`attnid.hf.modules.shrink`), the config is mapped to an AttentionSpec (`attnid.hf.mapping`)
+:func:`attnid.hf.modules.shrink`), the config is mapped to a ModelSpec (`attnid.hf.mapping`), whose block `layer` gives the AttentionSpec,
 and counted (`attnid.counting.count`), and the real module of that config is built with random
 float64 weights (`attnid.hf.modules.build`). The module's parameter count must equal the spec's
 P (a mapping that misses a bias or a norm gain fails here), and
@@ -24,7 +24,7 @@ from torch.func import jacrev, vmap
 
 from ..counting import count
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank
-from .mapping import model_facts
+from .mapping import model_spec
 from .modules import DTYPE, build, shrink
 
 
@@ -49,7 +49,7 @@ def _rank(real, theta, x, half: bool = False) -> tuple[dict, torch.Tensor]:
 def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 3.0, name: str = "") -> dict:
     """One row: the real module of layer `layer` of a (shrunk) config against the count of its mapped spec."""
     start = time.perf_counter()
-    spec = model_facts(cfg).blocks[layer].attention
+    spec = model_spec(cfg).layer_specs[layer].attention
     counts = count(spec)
     real = build(cfg, seed=seed, layer=layer)
     P = real.n_params
@@ -95,7 +95,7 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
     return row
 
 
-def verification_table(cases, seed: int = 0, oversample: float = 3.0, log=print, **shrink_options):
+def verify_modules(cases, seed: int = 0, oversample: float = 3.0, log=print, **shrink_options):
     """The DataFrame of :func:`verify_module` rows, one per case: (stored config name, overrides, layer)
     or a mapping {config, overrides, layer} (the workflow config's form); shrink_options go to `shrink`."""
     import pandas as pd
@@ -119,7 +119,7 @@ def verification_table(cases, seed: int = 0, oversample: float = 3.0, log=print,
     return pd.DataFrame(rows)
 
 
-def disagreements(df) -> str:
+def module_disagreements(df) -> str:
     """'' if every row agrees, else one line per disagreeing case."""
     bad = df[~df["agree"].astype(bool)]
     return "\n".join(

@@ -1,15 +1,15 @@
-"""Whole transformer language models: the spec, exact counts, and (with torch) the function and its judge.
+"""Whole transformer language models: the vocabulary, exact counts, and (with torch) the function and its judge.
 
-    from attnid.model import ModelSpec, count_model, count_whole_model
-    count_whole_model("config.json")   # total, unidentified, weakly_identified, ratio, breakdown
+    from attnid.model import ModelSpec, count_model
+    from attnid.hf import load_config, model_spec
+    count_model(model_spec(load_config("config.json")))   # total, unidentified, weakly identified, breakdown
 
-`attnid.model.forward` (the float64 logits function), `attnid.model.judge` (the Jacobian rank) and
-`attnid.model.real` (real `transformers` models) import torch; this package itself does not.
+`attnid.model.forward` (the float64 logits function), `attnid.model.judge` (the Jacobian rank),
+`attnid.model.real` (real `transformers` models) and `attnid.model.grid` import torch; this package does not.
 """
 
-from .counting import count_model
-from .layers import LayerSpec, MLPSpec
-from .shipped import count_whole_model
+from .blocks import LayerSpec, MLPSpec, MoESpec
+from .counting import count_attention_layers, count_model
 from .spec import ModelSpec
 
-__all__ = ["LayerSpec", "MLPSpec", "ModelSpec", "count_model", "count_whole_model"]
+__all__ = ["LayerSpec", "MLPSpec", "MoESpec", "ModelSpec", "count_attention_layers", "count_model"]

@@ -1,19 +1,26 @@
-"""The whole model as a pure float64 function: logits = f(theta, tokens) (maths in `attnid.model.spec`).
+"""The whole model as a pure float64 function: logits = f(theta, tokens) (maths in `attnid.model.spec`,
+the blocks in `attnid.model.blocks`).
 
 Embedding rows are read by indexing (a gather), so every row's gradient is exact; there is no
-padding row whose gradient is zeroed. `torch.func` can differentiate and batch `logits`.
+padding row whose gradient is zeroed. `torch.func` can differentiate and batch `logits`. A mixture of
+experts evaluates every expert on every position (the sizes here are tiny) and weights them by a dense
+(..., E) vector that is zero off the chosen experts; the selection is piecewise constant, so no gradient
+flows through it. While :func:`expert_loads` runs, every mixture records how many positions each
+expert was routed (the judge needs every expert seen often enough).
 """
 
 from __future__ import annotations
+
+import contextlib
+import math
+import threading
 
 import torch
 import torch.nn.functional as F
 
 from ..attention import attention
-from .embeddings import add_token_type, mlm_transform
-from .layers import MLPSpec
+from .blocks import MLPSpec, MoESpec
 from .layout import ModelLayout
-from .moe import MoESpec, moe_forward
 from .spec import ModelSpec
 
 
@@ -49,6 +56,90 @@ def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
         gate = linear(x, "gate")
         hidden = (F.silu(gate) if spec.kind == "swiglu" else F.gelu(gate, approximate="tanh")) * up
     return linear(hidden, "down")
+
+
+_RECORDING = threading.local()  # .loads: while `expert_loads` runs in this thread, the list it collects
+
+
+def _loads() -> list | None:
+    return getattr(_RECORDING, "loads", None)
+
+
+@contextlib.contextmanager
+def expert_loads():
+    """Inside: a list that collects, for every MoE block called in this thread (in order), the positions
+    routed to each expert (E,) (per thread: the grid measures cases side by side)."""
+    previous, _RECORDING.loads = _loads(), []
+    try:
+        yield _RECORDING.loads
+    finally:
+        _RECORDING.loads = previous
+
+
+def record_choice(chosen, n_experts: int) -> None:
+    """While `expert_loads` runs, add the positions routed to each expert by chosen (..., k) expert ids
+    (a forward hook on a real model's router calls it)."""
+    if _loads() is not None:
+        _loads().append(torch.bincount(chosen.detach().reshape(-1), minlength=n_experts))
+
+
+def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
+    """The mixture of experts of the block `prefix` (parameters w[prefix + '.router'], ...): (..., d) -> (..., d)."""
+
+    p = f"{prefix}."
+    E, k = moe.n_experts, moe.top_k
+    z = x @ w[p + "router"]  # (..., E)
+    if moe.router_bias:
+        z = z + w[p + "router_bias"]
+    score = {"softmax": lambda: z.softmax(-1), "topk_softmax": lambda: z, "sigmoid": lambda: z.sigmoid()}[moe.scoring]()
+    choice = score.detach()  # the selection is piecewise constant: no gradient flows through it
+    if moe.n_group > 1:  # keep the topk_group best groups (a group's score: its best, or best two for sigmoid)
+        groups = choice.unflatten(-1, (moe.n_group, E // moe.n_group))  # (..., n_group, E / n_group)
+        group_score = groups.topk(2, -1).values.sum(-1) if moe.scoring == "sigmoid" else groups.amax(-1)
+        best = group_score.topk(moe.topk_group, -1).indices  # (..., topk_group)
+        keep = (best[..., None] == torch.arange(moe.n_group)).any(-2)  # (..., n_group)
+        choice = choice.masked_fill(~keep.repeat_interleave(E // moe.n_group, -1), -math.inf)
+    chosen = choice.topk(k, -1).indices  # (..., k)
+    mask = (chosen[..., None] == torch.arange(E)).any(-2).to(x.dtype)  # (..., E): 1 on the chosen experts
+    if moe.scoring == "topk_softmax":
+        weight = (z.masked_fill(mask == 0, -math.inf)).softmax(-1)  # softmax over the chosen logits
+    else:
+        weight = score * mask
+        if moe.norm_topk_prob:
+            weight = weight / weight.sum(-1, keepdim=True)
+    weight = weight * moe.routed_scaling_factor  # (..., E)
+    if _loads() is not None:
+        _loads().append(mask.detach().reshape(-1, E).sum(0))
+
+    gate = torch.einsum("...d,edm->...em", x, w[p + "gate"])  # (..., E, m)
+    up = torch.einsum("...d,edm->...em", x, w[p + "up"])
+    if moe.expert_bias:
+        gate, up = gate + w[p + "gate_bias"], up + w[p + "up_bias"]
+    if moe.activation == "swiglu":
+        hidden = F.silu(gate) * up
+    else:
+        gate = gate.clamp(max=moe.swiglu_limit)
+        up = up.clamp(-moe.swiglu_limit, moe.swiglu_limit)
+        hidden = (up + 1) * gate * torch.sigmoid(moe.swiglu_alpha * gate)
+    out = torch.einsum("...em,emd->...ed", hidden, w[p + "down"])  # (..., E, d)
+    if moe.expert_bias:
+        out = out + w[p + "down_bias"]
+    y = torch.einsum("...e,...ed->...d", weight, out)
+    if moe.n_shared:
+        y = y + (F.silu(x @ w[p + "shared_gate"]) * (x @ w[p + "shared_up"])) @ w[p + "shared_down"]
+    return y
+
+
+def add_token_type(h, w: dict):
+    """h (B, T, d) + the token-type row 0 (every token_type_id is 0)."""
+    return h + w["token_type"][0] if "token_type" in w else h
+
+
+def mlm_transform(h, w: dict, spec: ModelSpec):
+    """BERT's prediction-head transform: Norm(GELU(h W + b)) (B, T, d)."""
+    if not spec.mlm_head:
+        return h
+    return norm(F.gelu(h @ w["mlm.dense"] + w["mlm.dense_bias"]), w, "mlm_norm", spec)
 
 
 def logits(
@@ -93,7 +184,7 @@ def logits(
             h = h + ff(norm(h, w, f"{p}.norm_2", spec))
     if spec.final_norm:
         h = norm(h, w, "final_norm", spec)
-    h = mlm_transform(h, w, spec, norm)
+    h = mlm_transform(h, w, spec)
     out = h @ (w["embed"].T if spec.tied else w["unembed"])  # (B, T, V)
     if "unembed_bias" in w:
         out = out + w["unembed_bias"]

@@ -18,12 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..spec import AttentionSpec, SpecError
+from .blocks import LayerSpec, MLPSpec, MoESpec
 from .counting import count_model
 from .forward import logits
-from .judge import has_eps, measure_function, model_sizing, random_tokens
-from .layers import LayerSpec, MLPSpec
+from .judge import expert_need, has_eps, measure_function, model_sizing, random_tokens, routed_tokens
 from .layout import ModelLayout
-from .moe import MoESpec, expert_need, routed_tokens
 from .spec import ModelSpec
 
 # The base of every own case: vocab 12, 2 layers, d_model 8, 2 heads of 4, d_ff 8, 6 positions, eps 0.
@@ -131,7 +130,7 @@ def real_case(name: str, **options) -> dict:
     return {**row, "model_class": TINY[name][0]}
 
 
-def verification_table(
+def verify_models(
     own: list[dict],
     real: list[str],
     seed: int = 0,
@@ -174,7 +173,7 @@ def _log_row(row: dict, log) -> None:
     )
 
 
-def disagreements(df) -> str:
+def model_disagreements(df) -> str:
     """'' if every row agrees, else one line per disagreeing case."""
     bad = df[~df["agree"].astype(bool)]
     return "\n".join(

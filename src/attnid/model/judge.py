@@ -15,8 +15,8 @@ re-measured on the first half of the sequences and at another seed (new theta an
 A mixture of experts routes a position to k of its E experts, and an expert is seen only on the
 positions routed to it, each of its gated units through one scalar per position: an expert needs
 oversample max(2 (d + [b]), p_e / info) positions on the first half of the data (p_e its parameters),
-so N is at least 2 (E / k) times that (`attnid.model.moe.routed_positions`); a random point routes
-unevenly, so the grid adds sequences until every expert is routed that many (`attnid.model.moe.routed_tokens`).
+so N is at least 2 (E / k) times that (:func:`routed_positions`); a random point routes
+unevenly, so the grid adds sequences until every expert is routed that many (:func:`routed_tokens`).
 
 Rank: singular values above RANK_RTOL * sigma_max (the attention judge's threshold, 1e-10).
 Weakly identified directions: with eps > 0 a norm's exact scale symmetry becomes a direction
@@ -37,9 +37,9 @@ import torch
 from torch.func import jacrev, vmap
 
 from ..jacobian import RANK_RTOL, numerical_rank
-from .forward import logits
+from .blocks import MoESpec
+from .forward import expert_loads, logits
 from .layout import ModelLayout
-from .moe import routed_positions
 from .spec import ModelSpec
 
 DTYPE = torch.float64
@@ -51,6 +51,55 @@ class ModelSizing:
     positions: int  # N = ceil(oversample * P / info)
     seq_len: int  # T = spec.seq_len
     batch: int  # B = max(2, ceil(N / T))
+
+
+def _moe_blocks(spec) -> list[MoESpec]:
+    return [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+
+
+def expert_params(moe: MoESpec, d: int) -> int:
+    """p_e: one routed expert's parameters (gate, up, down and their biases)."""
+    return 3 * moe.d_expert * d + moe.expert_bias * (2 * moe.d_expert + d)
+
+
+def _need(moe: MoESpec, d: int, info: int, oversample: float) -> int:
+    """Positions one expert must be routed: a gated unit's 2 (d + [b]) input weights reach the logits through
+    one scalar per position (its hidden value times a fixed row of D), so 2 (d + [b]) positions at least, and
+    p_e / info for the expert as a whole; times oversample."""
+    return math.ceil(oversample * max(2 * (d + moe.expert_bias), expert_params(moe, d) / info))
+
+
+def expert_need(spec, oversample: float) -> int:
+    """Positions each expert must be routed on the first half of the data (the largest over MoE blocks)."""
+    info = min(spec.vocab_size, spec.d_model)
+    return max((_need(m, spec.d_model, info, oversample) for m in _moe_blocks(spec)), default=0)
+
+
+def routed_positions(spec, oversample: float) -> int:
+    """Positions N such that every expert expects its need on half of them: 2 (E / k) need (an expert sees
+    the share k / E of the positions under balanced routing); 0 without MoE."""
+    info = min(spec.vocab_size, spec.d_model)
+    blocks = _moe_blocks(spec)
+    return max(
+        (math.ceil(2 * m.n_experts / m.top_k * _need(m, spec.d_model, info, oversample)) for m in blocks), default=0
+    )
+
+
+def routed_tokens(spec, f, theta, draw, batch: int, oversample: float, tries: int = 4):
+    """(tokens, fewest): tokens = draw(batch) (B, T), with B grown until every expert of f at theta is routed
+    at least `expert_need` positions in the first half of the sequences (the routing of a random point is
+    uneven, so the expected share k / E is not enough); fewest = the smallest such count (None when f records
+    no loads: a real `transformers` model, or no MoE)."""
+    need = expert_need(spec, oversample)
+    for _ in range(tries):
+        tokens = draw(batch)
+        with expert_loads() as loads:
+            f(theta, tokens[: tokens.shape[0] // 2])
+        fewest = int(min(x.min() for x in loads)) if loads else None
+        if fewest is None or fewest >= need:
+            break
+        batch = math.ceil(batch * min(4.0, 1.1 * need / max(fewest, 1)))
+    return tokens, fewest
 
 
 def has_eps(spec: ModelSpec) -> bool:

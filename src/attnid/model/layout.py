@@ -17,41 +17,27 @@ from math import prod
 
 import torch
 
+from ..flat import FlatLayout
 from ..layout import Layout
 from .spec import ModelSpec
 
 
-class ModelLayout:
-    """Names -> (offset, shape) in the flat parameter vector of a :class:`ModelSpec`."""
+class ModelLayout(FlatLayout):
+    """Names -> blocks of the flat parameter vector of a :class:`ModelSpec` (order: ModelSpec.block_shapes)."""
 
     def __init__(self, spec: ModelSpec):
+        super().__init__(spec.block_shapes(), label=spec.label)
         self.spec = spec
         layouts = {}  # one Layout per distinct attention spec
         self.attention_layouts = [layouts.setdefault(x.attention, Layout(x.attention)) for x in spec.layer_specs]
         self.attention_layout = self.attention_layouts[0]
-        shapes = spec.block_shapes()
-        self.blocks: dict[str, tuple[int, tuple[int, ...]]] = {}
-        offset = 0
-        for name, shape in shapes:
-            self.blocks[name] = (offset, shape)
-            offset += prod(shape)
-        self.size = offset  # P
-
-    def slice(self, name: str) -> slice:
-        offset, shape = self.blocks[name]
-        return slice(offset, offset + prod(shape))
-
-    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Views of theta (P,) as named blocks."""
-        if theta.shape[-1] != self.size:
-            raise ValueError(f"parameter vector has {theta.shape[-1]} entries, {self.spec.label} needs {self.size}")
-        return {name: theta[self.slice(name)].view(shape) for name, (_, shape) in self.blocks.items()}
 
     def init(self, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
         """A generic random point: matrices ~ N(0, 1/fan_in) (embeddings N(0, 1)), gains 1 + N(0, 0.3^2)
         (Gemma's w ~ N(0, 0.3^2)), biases ~ N(0, 0.3^2); attention by its own layout's init."""
         theta = torch.empty(self.size, dtype=dtype)
-        for name, (offset, shape) in self.blocks.items():
+        for name, block in self.blocks.items():
+            shape = block.shape
             if name.endswith(".attn"):
                 layer = int(name.split(".")[1])
                 theta[self.slice(name)] = self.attention_layouts[layer].init(generator, dtype=dtype)

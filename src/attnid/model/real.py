@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..hf.modules import KeepFloat64
-from .moe import record_choice
+from ..flat import FlatLayout
+from ..float64 import KeepFloat64
+from .forward import record_choice
 
 DTYPE = torch.float64
 
@@ -28,7 +29,7 @@ _COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
 # name -> (class name, config mapping): d_model 8, 2 layers, vocab 16 (32 for a parallel block at layer 0, whose
-# MLP must not reach its whole V x d output table: attnid.model.counting rule 9).
+# MLP must not reach its whole V x d output table: attnid.model.counting.token_points.first_mlp_table).
 _BLOOM = {
     "model_type": "bloom",
     "vocab_size": 16,
@@ -114,7 +115,7 @@ TINY = {
             "tie_word_embeddings": True,
         },
     ),
-    # a LayerNorm on the word embeddings before pre-LN blocks, ALiBi, tied (attnid.model.embeddings)
+    # a LayerNorm on the word embeddings before pre-LN blocks, ALiBi, tied (embedding_norm_terms)
     "bloom": ("BloomForCausalLM", {**_BLOOM, "tie_word_embeddings": True}),
     # untied: the norm's 2d parameters and every stream rotation free (V + 2 <= 2d + 21 at d = 8)
     "bloom_untied": ("BloomForCausalLM", {**_BLOOM, "tie_word_embeddings": False}),
@@ -138,7 +139,7 @@ TINY = {
 }
 # DeepSeek's multi-head latent attention: 2 heads, nope 4 + rope 2, values 4, ranks r_kv 4 and r_q 6 (V3) or a
 # plain q_proj (V2); one block with a dense SwiGLU MLP (first_k_dense_replace = n_layers). At V = 16 the first
-# block's query latent reads fewer points than r_q (r_q + 1) / 2 + 1 = 22 (attnid.model.latent).
+# block's query latent reads fewer points than r_q (r_q + 1) / 2 + 1 = 22 (latent_token_points).
 _DEEPSEEK = {"vocab_size": 16, "hidden_size": 8, "intermediate_size": 16, "moe_intermediate_size": 8,
              "num_hidden_layers": 1, "first_k_dense_replace": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
              "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "n_routed_experts": 2,
@@ -147,13 +148,13 @@ _DEEPSEEK = {"vocab_size": 16, "hidden_size": 8, "intermediate_size": 16, "moe_i
 TINY["deepseek_v3"] = ("DeepseekV3ForCausalLM", {"model_type": "deepseek_v3", "q_lora_rank": 6, **_DEEPSEEK})
 TINY["deepseek_v2"] = ("DeepseekV2ForCausalLM", {"model_type": "deepseek_v2", "q_lora_rank": None, **_DEEPSEEK})
 # DeepSeek-V3 whole: a dense block, then a block of 4 routed experts of width 4 (2 per token, sigmoid scores
-# renormalised, scaled by 2.5) and one shared expert (attnid.model.moe).
+# renormalised, scaled by 2.5) and one shared expert (attnid.model.blocks.MoESpec).
 TINY["deepseek_v3_moe"] = (
     "DeepseekV3ForCausalLM",
     {**TINY["deepseek_v3"][1], "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
      "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 4},
 )  # fmt: skip
-# Mixtures of experts (attnid.model.moe), one block of 4 experts of width 4, 2 per token: Mixtral (renormalised),
+# Mixtures of experts (attnid.model.blocks.MoESpec), one block of 4 experts of width 4, 2 per token: Mixtral (renormalised),
 # Qwen3-MoE without norm_topk_prob, GPT-OSS (router and expert biases, clamped experts, attention sinks and biases).
 _MOE = {"vocab_size": 16, "tie_word_embeddings": False, **_LLAMA, "num_hidden_layers": 1, "intermediate_size": 4,
         "moe_intermediate_size": 4, "num_experts_per_tok": 2}  # fmt: skip
@@ -175,7 +176,7 @@ TINY["gemma2"] = (
      "final_logit_softcapping": 30.0, **_LLAMA},
 )  # fmt: skip
 # Falcon-40B's block (new decoder: two norms, GQA, RoPE, no biases, tied) at vocab 12: layer 0's MLP reaches its
-# whole V x d output table (attnid.model.parallel_first)
+# whole V x d output table (first_mlp_table)
 TINY["falcon_free_table"] = (
     "FalconForCausalLM",
     {"model_type": "falcon", "vocab_size": 12, "hidden_size": 8, "num_attention_heads": 2, "num_kv_heads": 1,
@@ -195,6 +196,9 @@ class RealModel:
     shapes: list
     theta: torch.Tensor  # (P,) float64
 
+    def __post_init__(self):
+        self.layout = FlatLayout(zip(self.names, self.shapes, strict=True), self.name)
+
     def _own_module(self) -> torch.nn.Module:
         """The module for this thread: functional_call swaps a module's parameters while it runs, so a
         worker thread (the judge measures two halves side by side) calls its own copy."""
@@ -207,11 +211,7 @@ class RealModel:
 
     def forward(self, theta: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (T, V) of one sequence (T,) or (B, T, V) of a batch (B, T)."""
-        params, offset = {}, 0
-        for name, shape in zip(self.names, self.shapes, strict=True):
-            size = math.prod(shape)
-            params[name] = theta[offset : offset + size].view(shape)
-            offset += size
+        params = self.layout.unflatten(theta)
         squeeze = tokens.dim() == 1
         ids = tokens[None] if squeeze else tokens
         with KeepFloat64():
@@ -223,8 +223,8 @@ class RealModel:
 def tiny_spec(name: str):
     """The ModelSpec of TINY[name]: through the config mapping, or written out for a class it does not map
     (OPT: post-LN, tied, learned positions offset by 2, so rows 0 and 1 of its table are never read)."""
+    from ..hf.mapping import model_spec
     from ..spec import AttentionSpec
-    from .from_hf import model_spec
     from .spec import ModelSpec
 
     if name != "opt_post_ln":
@@ -247,7 +247,7 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
     if any(key in cfg for key in ("num_local_experts", "num_experts", "n_routed_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     model = getattr(transformers, class_name)(config).to(DTYPE).eval()
-    for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.moe.expert_loads
+    for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.forward.expert_loads
         if type(sub).__name__.lower().endswith("router"):
             sub.register_forward_hook(lambda module, args, out: record_choice(out[-1], module.num_experts))
     for sub in model.modules():

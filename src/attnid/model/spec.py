@@ -14,7 +14,7 @@ Gemma stores the gain as w with g = 1 + w (a change of coordinates: counts are u
 MLP: relu / gelu: act(x W_up + b_up) W_down + b_down; swiglu / geglu: (act(x W_gate) * (x W_up)) W_down
 (act = SiLU / GELU(tanh)), biases on every map when mlp_bias. Attention: the project's layer,
 one :class:`attnid.spec.AttentionSpec` shared by every block, unless `layers` gives every block its
-own attention spec and MLP (:class:`attnid.model.layers.LayerSpec`; build with
+own attention spec and MLP (:class:`attnid.model.blocks.LayerSpec`; build with
 :meth:`ModelSpec.from_layers`); `layer_specs` is the tuple of blocks either way.
 """
 
@@ -25,8 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ..spec import AttentionSpec, SpecError
-from . import embeddings, latent, moe
-from .layers import MLPS, LayerSpec, MLPSpec, pattern
+from .blocks import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "none")
@@ -65,6 +64,9 @@ class ModelSpec:
     token_types: int = 0  # rows of a token-type table (BERT's segments); every position reads row 0
     mlm_head: bool = False  # BERT's masked-LM transform (dense d x d + bias, GELU, a norm) before the unembedding
     output_norms: bool = False  # a norm on each sublayer's output before the residual add (Gemma-2/3)
+    # (field or config key, why) of what this description leaves out, so that the whole-model count refuses it
+    # (a mapped config whose attention is exact but whose whole model is not modelled); () = nothing
+    not_modelled: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if self.seq_len is None:
@@ -88,9 +90,9 @@ class ModelSpec:
         if not (self.norm_eps >= 0 and math.isfinite(self.norm_eps)):
             raise SpecError("norm_eps", f"must be finite and >= 0, got {self.norm_eps!r}")
         self._check_layers()
-        embeddings.check(self)
-        latent.check(self)
-        moe.check(self)
+        tt = self.token_types
+        if isinstance(tt, bool) or not isinstance(tt, int) or tt < 0:
+            raise SpecError("token_types", f"must be an integer >= 0, got {tt!r}")
         rope = [layer.attention.rope_dims for layer in self.layer_specs]
         if (self.positions == "rope") != (max(rope) > 0):
             raise SpecError(
@@ -98,16 +100,10 @@ class ModelSpec:
             )
         if self.shared_norm and not self.parallel:
             raise SpecError("shared_norm", "only parallel blocks share a norm")
-        if self.output_norms and (self.parallel or self.norm_position == "post" or self.norm != "rmsnorm"):
-            raise SpecError(
-                "output_norms", "sublayer output norms are modelled for sequential pre-LN RMSNorm blocks only"
-            )
-        if self.output_norms and any(getattr(x.mlp, "bias", False) or x.attention.biases for x in self.layer_specs):
-            raise SpecError("output_norms", "sublayer output norms behind biased maps are not modelled")
+        if self.output_norms and (self.parallel or self.norm_position == "post"):
+            raise SpecError("output_norms", "sublayer output norms are defined for sequential pre-LN blocks only")
         if self.parallel and self.norm_position == "post":
-            raise SpecError("parallel", "parallel blocks are modelled pre-LN only")
-        if self.norm_position == "post" and self.final_norm:
-            raise SpecError("final_norm", "a post-LN model ends with its last block's norm; set final_norm false")
+            raise SpecError("parallel", "parallel blocks are defined pre-LN only")
         if self.seq_len > self.max_positions:
             raise SpecError("seq_len", f"{self.seq_len} exceeds max_positions={self.max_positions}")
         for layer in self.layer_specs:
@@ -190,7 +186,8 @@ class ModelSpec:
         shapes: list[tuple[str, tuple[int, ...]]] = [("embed", (V, d))]
         if self.positions == "learned":
             shapes.append(("pos", (T, d)))
-        shapes += embeddings.shapes_after_positions(self)
+        if self.token_types:
+            shapes.append(("token_type", (self.token_types, d)))
 
         def norm(name):
             shapes.append((f"{name}.gain", (d,)))
@@ -212,7 +209,9 @@ class ModelSpec:
                 norm(f"{prefix}.out_norm_2")
         if self.final_norm:
             norm("final_norm")
-        shapes += embeddings.shapes_before_unembed(self)
+        if self.mlm_head:  # BERT's prediction-head transform: a dense map and its own norm
+            shapes += [("mlm.dense", (d, d)), ("mlm.dense_bias", (d,))]
+            norm("mlm_norm")
         if not self.tied:
             shapes.append(("unembed", (d, V)))
         if self.lm_head_bias:
@@ -265,9 +264,3 @@ class ModelSpec:
             order, distinct = pattern(self.layers)
             parts += [f"layers{order}"] + [f"{chr(ord('a') + i)}={x.label}" for i, x in enumerate(distinct) if i]
         return "_".join(p for p in parts if p)
-
-    def to_row(self) -> dict:
-        """A flat dict for a table row (the attention spec as its label)."""
-        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("attention", "layers")}
-        row["layers"] = pattern(self.layers)[0] if self.layers else ""
-        return {"label": self.label, "attention": self.attention.label, "d_model": self.d_model, **row}

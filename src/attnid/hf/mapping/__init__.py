@@ -1,0 +1,94 @@
+"""A Hugging Face `config.json` -> :class:`attnid.model.ModelSpec`: the one place that reads config keys.
+
+The published file is read as a plain mapping (no `transformers` import, no network), so a legacy key
+that a `transformers` config class would silently ignore (Falcon's `n_head`, `n_head_kv`, `n_layer`) is
+still read. What the code of a model class fixes rather than its config is written down in the module
+of its family, each fact with where it comes from:
+
+    llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2, Phi-3, GPT-OSS
+    deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks)
+    experts    the mixtures of experts of those
+    gpt2       GPT-2
+    parallel   GPT-J, GPT-NeoX, Phi, Falcon (parallel blocks)
+    bloom      BLOOM
+    bert       BERT (as BertForMaskedLM)
+
+Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
+does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
+that key; a feature the attention count does not model is refused here, with a SpecError naming the key,
+so the caller never sees a wrong number.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...errors import SpecError
+from ...model.spec import ModelSpec
+from . import bert, bloom, deepseek, gpt2, llama, parallel
+from .keys import integer, refuse_if, text
+
+MAPPERS = {
+    **dict.fromkeys(llama.MODEL_TYPES, llama.llama_family),
+    **dict.fromkeys(deepseek.MODEL_TYPES, deepseek.deepseek),
+    "gpt2": gpt2.gpt2,
+    "gptj": parallel.gptj,
+    "gpt_neox": parallel.gpt_neox,
+    "phi": parallel.phi,
+    **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), parallel.falcon),
+    "bloom": bloom.bloom,
+    "bert": bert.bert,
+}
+SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
+DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
+
+
+def load_config(path) -> dict:
+    """The mapping of a `config.json` file (SpecError naming `hf_config` when it cannot be read)."""
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError("hf_config", f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError("hf_config", f"{path} cannot be read ({err})") from None
+    except json.JSONDecodeError as err:
+        raise SpecError("hf_config", f"{path} is not valid JSON ({err})") from None
+    if not isinstance(cfg, dict):
+        raise SpecError("hf_config", f"{path} does not hold a JSON object")
+    return cfg
+
+
+def text_config(cfg: dict) -> dict:
+    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`."""
+    if isinstance(cfg.get("text_config"), dict):
+        return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+    return cfg
+
+
+def model_type(cfg: dict) -> str:
+    """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
+    mt = text(text_config(cfg), "model_type")
+    mt = "gemma3_text" if mt == "gemma3" else mt
+    if mt not in MAPPERS:
+        raise SpecError("model_type", f"{mt!r} is not mapped; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    return mt
+
+
+def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
+    """The ModelSpec of a config mapping, used on seq_len positions (default: the config's maximum; 2048
+    for a model without learned positions that names none; the class default for learned ones)."""
+    mt = model_type(cfg)
+    cfg = text_config(cfg)
+    refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
+    layers, fields = MAPPERS[mt](cfg, mt)
+    most = integer(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
+    if seq_len is None:
+        seq_len = most if most is not None else DEFAULT_SEQ_LEN
+    max_positions = most or seq_len
+    if fields["positions"] != "learned":  # no table: the model takes any length
+        max_positions = max(max_positions, seq_len)
+    return ModelSpec.from_layers(
+        layers, vocab_size=integer(cfg, "vocab_size"), max_positions=max_positions, seq_len=seq_len, **fields
+    )

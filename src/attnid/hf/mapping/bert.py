@@ -1,0 +1,40 @@
+"""BERT as BertForMaskedLM (the model its config's `architectures` names): learned absolute positions,
+token-type embeddings (every token_type_id 0, the forward's default), a LayerNorm on the embeddings,
+post-LN blocks (x -> Norm(x + f(x))) with biases everywhere, no final norm, and the masked-LM head (a dense
+d x d map with a bias, GELU, its own LayerNorm, then the tied unembedding with the decoder's bias)."""
+
+from __future__ import annotations
+
+from ...model.blocks import LayerSpec, MLPSpec
+from ...spec import AttentionSpec
+from .keys import flag, head_sizes, integer, mlp_kind, number, refuse_if, text
+
+MODEL_TYPES = ("bert",)
+
+
+def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    refuse_if(
+        cfg,
+        "position_embedding_type",
+        lambda v: v != "absolute",
+        "relative position embeddings add parameters to the scores",
+    )
+    refuse_if(cfg, "is_decoder", bool, "decoder BERT is not modelled")
+    d, H, _, _ = head_sizes(cfg)
+    attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo")
+    mlp = MLPSpec(integer(cfg, "intermediate_size"), mlp_kind(text(cfg, "hidden_act", default="gelu"), False), True)
+    tied = flag(cfg, "tie_word_embeddings", True)
+    not_modelled = ()
+    if not tied:  # measured: P and the Jacobian's count both V more than this description
+        why = (
+            "false: an untied BertForMaskedLM adds its decoder's own bias to the head's (two V-vectors seen only"
+            " through their sum): not modelled"
+        )
+        not_modelled = (("tie_word_embeddings", why),)
+    fields = {
+        "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_eps", default=1e-12),
+        "norm_position": "post", "tied": tied, "final_norm": False, "embedding_norm": True, "lm_head_bias": True,
+        "token_types": integer(cfg, "type_vocab_size", default=2, minimum=0), "mlm_head": True,
+        "max_positions_default": 512, "not_modelled": not_modelled,
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields

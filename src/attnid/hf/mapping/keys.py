@@ -1,0 +1,164 @@
+"""Reading a `config.json` mapping: typed values by key, and the key groups several model types share.
+
+A config.json is untrusted input. Every value the mapping reads goes through one of the typed readers
+here, which accept exactly the JSON types a `transformers` config writes (an integer field may not be
+8.5 or "8"; a number may be an integer; a flag must be true or false) and otherwise raise a SpecError
+naming the key and the value, never a traceback from deep inside.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+from ...errors import SpecError
+
+# RoPE variants that only rescale or re-space the frequencies (distinct, generic) or the scores:
+# the count assumes distinct frequencies omega_i not in pi Z, which these keep.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
+_MISSING = object()
+
+
+def _lookup(cfg: dict, keys: tuple[str, ...]):
+    """(key, value) of the first key present with a non-null value, else (keys[0], _MISSING)."""
+    for key in keys:
+        if cfg.get(key) is not None:
+            return key, cfg[key]
+    return keys[0], _MISSING
+
+
+def integer(cfg: dict, *keys: str, default=_MISSING, minimum: int | None = 1) -> int:
+    """The integer value of the first key present; `default` when none is (a missing key without a
+    default is a SpecError naming the first key); values below `minimum` are refused."""
+    key, value = _lookup(cfg, keys)
+    if value is _MISSING:
+        if default is _MISSING:
+            raise SpecError(key, "missing from the config")
+        return default
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise SpecError(key, f"must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise SpecError(key, f"must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def number(cfg: dict, *keys: str, default=_MISSING, positive: bool = False) -> float:
+    """The finite float value of the first key present (an integer is a number too)."""
+    key, value = _lookup(cfg, keys)
+    if value is _MISSING:
+        if default is _MISSING:
+            raise SpecError(key, "missing from the config")
+        return default
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise SpecError(key, f"must be a finite number, got {value!r}")
+    if positive and not value > 0:
+        raise SpecError(key, f"must be > 0, got {value!r}")
+    return float(value)
+
+
+def flag(cfg: dict, key: str, default: bool) -> bool:
+    """A true/false value (null reads as the default)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise SpecError(key, f"must be true or false, got {value!r}")
+    return value
+
+
+def text(cfg: dict, *keys: str, default=_MISSING) -> str:
+    """The string value of the first key present."""
+    key, value = _lookup(cfg, keys)
+    if value is _MISSING:
+        if default is _MISSING:
+            raise SpecError(key, "missing from the config")
+        return default
+    if not isinstance(value, str):
+        raise SpecError(key, f"must be a string, got {value!r}")
+    return value
+
+
+def section(cfg: dict, key: str) -> dict:
+    """A nested object (rope_parameters, rope_scaling), {} when absent."""
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(key, f"must be an object, got {value!r}")
+    return value
+
+
+def refuse_if(cfg: dict, key: str, bad, why: str) -> None:
+    """SpecError naming `key` when its value is present and bad(value)."""
+    if cfg.get(key) is not None and bad(cfg[key]):
+        raise SpecError(key, f"{cfg[key]!r}: {why}")
+
+
+def rope(cfg: dict) -> float:
+    """rope_theta, from the new `rope_parameters` or the old top-level keys; an unmodelled rope_type is refused."""
+    params, scaling = section(cfg, "rope_parameters"), section(cfg, "rope_scaling")
+    if "rope_theta" in params:
+        theta = number(params, "rope_theta", positive=True)
+    else:
+        theta = number(cfg, "rope_theta", "rotary_emb_base", "rope_base", default=10000.0, positive=True)
+    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind not in ROPE_TYPES:
+        raise SpecError("rope_scaling.rope_type", f"{kind!r} is not modelled; known: {', '.join(ROPE_TYPES)}")
+    return theta
+
+
+def partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float = 1.0) -> float:
+    """The rotated share of a head, from the key the model class reads (GPT-NeoX ignores a top-level
+    `partial_rotary_factor` and reads `rotary_pct`, default 0.25; Phi defaults to 0.5)."""
+    params = section(cfg, "rope_parameters")
+    if params.get("partial_rotary_factor") is not None:
+        factor = number(params, "partial_rotary_factor")
+    else:
+        factor = number(cfg, key, default=default)
+    if not 0 <= factor <= 1:
+        raise SpecError(key, f"must lie in [0, 1], got {factor!r}")
+    return factor
+
+
+def head_sizes(cfg: dict, head_dim_default: int | None = None) -> tuple[int, int, int, int]:
+    """(d_model, heads, key/value heads, head size) from hidden_size, num_attention_heads,
+    num_key_value_heads (default: the heads) and head_dim (default: the class default, else d / H)."""
+    d = integer(cfg, "hidden_size")
+    H = integer(cfg, "num_attention_heads")
+    G = integer(cfg, "num_key_value_heads", default=H)
+    k = integer(cfg, "head_dim", default=head_dim_default)
+    if k is None and d % H:
+        raise SpecError("head_dim", f"missing, and hidden size {d} is not divisible by {H} heads")
+    return d, H, G, k or d // H
+
+
+def layer_types(cfg: dict, n_layers: int) -> list[str]:
+    """'full_attention' / 'sliding_attention' per layer, from `layer_types` or Gemma-3's pattern key."""
+    types = cfg.get("layer_types")
+    if types:
+        if not isinstance(types, list) or len(types) != n_layers:
+            raise SpecError("layer_types", f"must list one entry for each of the {n_layers} layers, got {types!r}")
+        bad = sorted({str(t) for t in types} - {"full_attention", "sliding_attention"})
+        if bad:
+            raise SpecError("layer_types", f"{bad[0]!r} is not modelled")
+        return list(types)
+    pattern = integer(cfg, "sliding_window_pattern", default=None)
+    if pattern:  # Gemma-3: every pattern-th layer is global
+        return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
+    return ["full_attention"] * n_layers
+
+
+# activation name in a config -> the MLP kind of attnid.model.blocks (ungated)
+UNGATED = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu"}
+
+
+def mlp_kind(activation: str, gated: bool, key: str = "hidden_act") -> str:
+    """The MLP kind (relu | gelu | swiglu | geglu) of an activation name, gated or not."""
+    if gated:
+        if activation in ("silu", "swish"):
+            return "swiglu"
+        if activation.startswith("gelu"):
+            return "geglu"
+    elif activation in UNGATED:
+        return UNGATED[activation]
+    raise SpecError(key, f"MLP activation {activation!r} ({'gated' if gated else 'ungated'}) is not modelled")

@@ -1,0 +1,101 @@
+"""Parallel blocks with LayerNorm and rotary attention: GPT-J, GPT-NeoX (Pythia), Phi and Falcon.
+
+Attention and MLP read the same stream (h = h + Attn(Norm_1 h) + MLP(Norm_2 h)). What the classes fix:
+
+    GPT-J      one norm for both branches; q/k/v/out_proj without bias; rotary_dim (null: the whole head)
+    GPT-NeoX   two norms when use_parallel_residual (default true), else sequential; rotary_pct (0.25);
+               attention_bias (default true) on every projection
+    Phi        one norm; biases on every projection; partial_rotary_factor (0.5); qk_layernorm: per-head
+               q/k LayerNorm; the lm_head has a bias
+    Falcon     legacy RefinedWeb(Model) keys (n_head, n_head_kv, n_layer, n_embed), which FalconConfig
+               silently ignores, are read here; new_decoder_architecture: two norms and GQA, else
+               multi_query (one key/value head) and one norm; `bias` on every projection and the MLP;
+               ALiBi instead of RoPE when `alibi`
+"""
+
+from __future__ import annotations
+
+from ...model.blocks import LayerSpec, MLPSpec
+from ...spec import AttentionSpec
+from .keys import flag, head_sizes, integer, mlp_kind, number, partial_factor, rope, text
+
+MODEL_TYPES = ("gptj", "gpt_neox", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
+
+
+def _ungated(cfg: dict, key: str, default: str, width: int, bias: bool) -> MLPSpec:
+    return MLPSpec(width, mlp_kind(text(cfg, key, default=default), False, key), bias)
+
+
+def gptj(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    d, H, n_layers = integer(cfg, "n_embd", "hidden_size"), integer(cfg, "n_head"), integer(cfg, "n_layer")
+    p = integer(cfg, "rotary_dim", default=d // H)
+    attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, causal=True)
+    mlp = _ungated(cfg, "activation_function", "gelu_new", integer(cfg, "n_inner", default=4 * d), True)
+    fields = {
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_epsilon", default=1e-5),
+        "parallel": True, "shared_norm": True, "tied": flag(cfg, "tie_word_embeddings", False),
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * n_layers, fields
+
+
+def gpt_neox(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    d, H, _, k = head_sizes(cfg)
+    p = int(k * partial_factor(cfg, "rotary_pct", 0.25)) // 2 * 2
+    bias = "qkvo" if flag(cfg, "attention_bias", True) else ""
+    attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, biases=bias, causal=True, rope_base=rope(cfg))
+    mlp = _ungated(cfg, "hidden_act", "gelu", integer(cfg, "intermediate_size"), True)
+    fields = {
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_eps", default=1e-5),
+        "parallel": flag(cfg, "use_parallel_residual", True), "tied": flag(cfg, "tie_word_embeddings", False),
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields
+
+
+def phi(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    d, H, G, k = head_sizes(cfg)
+    p = int(k * partial_factor(cfg, "partial_rotary_factor", 0.5)) // 2 * 2
+    eps = number(cfg, "layer_norm_eps", default=1e-5)
+    qk = {"qk_norm": "layernorm_head", "norm_eps": eps} if flag(cfg, "qk_layernorm", False) else {}
+    attention = AttentionSpec(
+        d_model=d,
+        n_heads=H,
+        n_kv_heads=G,
+        d_head_qk=k,
+        rope_dims=p,
+        biases="qkvo",
+        causal=True,
+        rope_base=rope(cfg),
+        **qk,
+    )
+    mlp = _ungated(cfg, "hidden_act", "gelu_new", integer(cfg, "intermediate_size"), True)
+    fields = {
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": eps, "parallel": True,
+        "shared_norm": True, "tied": flag(cfg, "tie_word_embeddings", False), "lm_head_bias": True,
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields
+
+
+def falcon(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    d = integer(cfg, "hidden_size", "n_embed")
+    H = integer(cfg, "num_attention_heads", "n_head")
+    new_arch = flag(cfg, "new_decoder_architecture", mt == "RefinedWeb")
+    if new_arch:
+        G = integer(cfg, "num_kv_heads", "n_head_kv", default=H)
+    elif flag(cfg, "multi_query", True):
+        G = 1
+    else:
+        G = integer(cfg, "num_kv_heads", default=H)
+    alibi, bias = flag(cfg, "alibi", False), flag(cfg, "bias", False)
+    attention = AttentionSpec(
+        d_model=d, n_heads=H, n_kv_heads=G, rope_dims=0 if alibi else d // H, biases="qkvo" if bias else "",
+        causal=True, rope_base=rope(cfg), alibi=alibi,
+    )  # fmt: skip
+    mlp = _ungated(cfg, "activation", "gelu", integer(cfg, "ffn_hidden_size", default=4 * d), bias)
+    parallel = new_arch or flag(cfg, "parallel_attn", True)
+    fields = {
+        "positions": "none" if alibi else "rope", "norm": "layernorm", "norm_bias": True,
+        "norm_eps": number(cfg, "layer_norm_epsilon", default=1e-5), "parallel": parallel,
+        "shared_norm": parallel and not new_arch,
+        "tied": flag(cfg, "tie_word_embeddings", True),
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers", "n_layer"), fields

@@ -1,0 +1,91 @@
+r"""The embedding side and the head of a whole model: positions, an embedding norm, token types, the
+masked-LM head and a tied head's shift (torch-free).
+
+Notation: d = d_model, V = vocab, [beta] = 1 if the norms have a bias, rot = (d-1)(d-2)/2 (the rotations
+of the centred stream), k = d (1 + [beta]) (an embedding norm's gain and bias).
+"""
+
+from __future__ import annotations
+
+from ...spec import SpecError
+
+
+def position_shift(spec, d_out: int) -> int:
+    """Proposition (learned positions, pre-LN). Token and position embeddings enter only through their sum:
+    E + 1 w^T, pos - 1 w^T, d_out dims (none when tied: the unembedding sees E)."""
+    return d_out if spec.positions == "learned" and not spec.tied else 0
+
+
+def unread_positions(spec) -> int:
+    """Learned position rows beyond the positions in use (seq_len < max_positions): d each, never read."""
+    return (spec.max_positions - spec.seq_len) * spec.d_model if spec.positions == "learned" else 0
+
+
+def _tied_point_parameters(spec) -> int:
+    """Parameters of the embedding norm's points once a tied head has fixed C diag(g_f) E^T: 1/g_f up to
+    scale, g_e, beta_e's centred part, and either beta_f (it pins E's component along 1/g_f through the
+    constant beta_f E^T) or that component per row (V) when nothing pins it (no beta_f, or a head bias)."""
+    d, V, beta, hb = spec.d_model, spec.vocab_size, spec.norm_bias, spec.lm_head_bias
+    pinned = beta and not hb
+    return (d - 1) + d + beta * (d - 1) + (d if pinned else V)
+
+
+def embedding_norm_terms(spec) -> tuple[dict, int, int]:
+    r"""({source: dims}, extra scale symmetries, extra weakly identified dims) of a norm on the embeddings
+    before pre-LN blocks (BLOOM's word_embeddings_layernorm); the dict may replace `residual_rotations`.
+
+    Proposition (embedding norm). The blocks see the token row E_t only through x_t = n(E_t) diag(g_e) +
+    beta_e, n(e) = sqrt(d) C e / |C e| (C centres): each row's scale and its shift along 1 are invisible
+    (eps = 0). So the blocks read V points on one ellipsoid {n P + c}, P = C diag(g_e) C; such ellipsoids
+    form a 2d - 1 (d without beta) dimensional family, and the stream's gauge survives only where it maps
+    those points onto another such ellipsoid.
+    * Untied head: the points of a realisable ellipsoid fill V (d-2) + 2d - 1 dims, so the embedding side
+      (E, g_e, beta_e and the gauge) leaves max(V + k + rot + 1, 2 V + [beta] + 2) free: few tokens
+      (V + [beta] + 1 <= k + rot, every real model: V = 250,880 < rot = 1.0e8 for BLOOM) leave the whole
+      gauge and the norm's k parameters free; many leave the row scales, beta_e's ones component, the scale
+      c and one rotation (the isospectral flow: R^T P^2 R again of the form Q^2, a one-dimensional family).
+      With eps > 0 the norm maps onto the open solid ellipsoid, E absorbs g_e and beta_e exactly, and the
+      excess max(0, V + [beta] + 1 - k - rot) row scales are weakly identified.
+    * Tied head (logits = Norm_f(h) E^T): the head sees E whole, so the rotations go; beyond the usual tied
+      model beta_e's ones component ([beta], exact) and a second scale (the stream's c on g_e, beta_e and the
+      head's s on E / s, g_f s, beta_f s: weak with eps > 0). It holds while the head leaves the points
+      enough constraints, V (d-1) >= eff + rot, and V > d (else refused: measured at V = d = 8, 7 more).
+    """
+    if not (spec.embedding_norm and spec.norm_position == "pre"):
+        return {}, 0, 0
+    d, V, beta = spec.d_model, spec.vocab_size, int(spec.norm_bias)
+    rot = (d - 1) * (d - 2) // 2
+    if spec.tied:
+        if V <= d or V * (d - 1) < _tied_point_parameters(spec) + rot:  # measured: V = d = 8 leaves 7 more
+            raise SpecError(
+                "vocab_size",
+                f"V={V} tokens leave an embedding norm's points under-determined by the tied head: not modelled",
+            )
+        return {"embedding_norm": beta}, 1, 0  # beta_e's ones component; the head's scale, apart from the stream's
+    k = d * (1 + beta)
+    excess = V + beta + 1 - k - rot  # row scales beyond what the gauge and the norm's parameters take
+    if spec.norm_eps > 0 or excess <= 0:
+        return {"embedding_norm": k}, 0, max(0, excess)
+    return {"residual_rotations": 1, "embedding_norm": V + beta}, 0, 0  # the isospectral flow; row scales, ones
+
+
+def head_and_type_terms(spec) -> dict:
+    """Breakdown terms of token types, of a tied head's shift and of BERT's masked-LM head.
+
+    Proposition (token types; type ids all 0, the forward's default). Row 0 is a constant added at every
+    position, so it trades with the learned positions (d); rows 1.. are never read (d each).
+    Proposition (tied head after a LayerNorm, learned positions). With the head reading n diag(g) + beta
+    (n centred), E_t + a/g (one a for every row) moves the logits by the constant a beta.(1/g), which a head
+    bias absorbs (or nothing, without beta), while the positions take -a/g back: 1.
+    Proposition (masked-LM head). BERT's head transform reads the last post-LN norm with a dense d x d map
+    and a bias: that norm's gain (d), beta (d [beta]) and centring (one reader of width d with a bias: d)
+    move into the dense map; the head norm takes the place the last block norm had.
+    """
+    d, beta, ln = spec.d_model, spec.norm_bias, spec.norm == "layernorm"
+    out = {"token_types": spec.token_types * d}
+    reads_norm = spec.final_norm or spec.norm_position == "post"
+    if spec.tied and ln and reads_norm and spec.positions == "learned" and (spec.lm_head_bias or not beta):
+        out["tied_shift"] = 1
+    if spec.mlm_head:
+        out["mlm_head"] = d + d * beta + (d if ln else 0)
+    return out

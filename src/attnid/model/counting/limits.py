@@ -1,0 +1,93 @@
+"""Ranges of a whole model that the counting rules do not cover, refused by name (torch-free).
+
+A :class:`attnid.model.ModelSpec` describes more models than the rules are derived for; `count_model`
+calls :func:`check_countable` first, so a caller gets a SpecError naming the field to change, never a
+wrong number. The ranges:
+
+* vocab_size <= d_model: the rules are generic-position arguments, and the token rows E_t reach the
+  first block as V points whose affine hull is the whole stream only when V >= d + 1. With V <= d
+  every map reading the stream is free on the complement and the Jacobian finds more free directions
+  (measured, 2 layers, d_model 8, pre-LN, GELU, eps 0: V = 8 without learned positions, LayerNorm +7,
+  RMSNorm +16, RoPE +7, tied +1; tied with learned positions +1; V = 6 without positions +55
+  (LayerNorm) and +64 (RMSNorm); d_model 6, V = 6: +5; V = d + 1 and d + 2 agree in every one).
+* token types without learned positions, a masked-LM head outside a post-LN model, an embedding norm
+  before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential);
+* latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
+  fewer tokens than its rank;
+* mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
+  block would meet the router's shift and the routed constants in ways not derived);
+* sublayer output norms other than RMSNorm or behind biased maps; a post-LN model with a final norm;
+* whatever a description records in `ModelSpec.not_modelled` (a config feature the mapping could not
+  describe exactly: the key and why).
+"""
+
+from __future__ import annotations
+
+from ...spec import SpecError
+from ..blocks import MoESpec
+
+
+def check_countable(spec) -> None:
+    """Raise SpecError (naming the field) for a ModelSpec whose count the rules do not cover."""
+    for field, why in spec.not_modelled:
+        raise SpecError(field, why)
+    _check_embedding_side(spec)
+    _check_latent(spec)
+    _check_experts(spec)
+    if spec.output_norms and spec.norm != "rmsnorm":
+        raise SpecError("output_norms", "sublayer output norms are modelled for sequential pre-LN RMSNorm blocks only")
+    if spec.output_norms and any(getattr(x.mlp, "bias", False) or x.attention.biases for x in spec.layer_specs):
+        raise SpecError("output_norms", "sublayer output norms behind biased maps are not modelled")
+    if spec.norm_position == "post" and spec.final_norm:
+        raise SpecError("final_norm", "a post-LN model ends with its last block's norm; set final_norm false")
+    if spec.vocab_size <= spec.d_model:
+        raise SpecError(
+            "vocab_size",
+            f"{spec.vocab_size} <= d_model={spec.d_model}: the token rows span at most a {spec.vocab_size}-dim"
+            " subspace of the stream, beyond the counting rules (they need vocab_size > d_model)",
+        )
+
+
+def _check_embedding_side(spec) -> None:
+    if spec.token_types and spec.positions != "learned":
+        raise SpecError("token_types", "token types are modelled with learned positions only (row 0 trades with them)")
+    if spec.mlm_head and spec.norm_position != "post":
+        raise SpecError("mlm_head", "the masked-LM head is modelled on post-LN models only (BERT)")
+    if spec.embedding_norm and spec.norm_position == "pre":
+        for field, bad, why in (
+            ("norm", spec.norm != "layernorm", "is modelled with LayerNorm only"),
+            ("final_norm", not spec.final_norm, "is modelled with a final norm only"),
+            ("positions", spec.positions == "learned", "is modelled without learned positions (BLOOM: ALiBi)"),
+            ("parallel", spec.parallel, "is modelled with sequential blocks only"),
+        ):
+            if bad:
+                raise SpecError(field, f"an embedding norm before pre-LN blocks {why}")
+
+
+def _check_latent(spec) -> None:
+    latent = [(i, x.attention) for i, x in enumerate(spec.layer_specs) if x.attention.kv_lora_rank]
+    if not latent:
+        return
+    i, a = latent[0]
+    where = f"layer {i} has latent attention (kv_lora_rank={a.kv_lora_rank})"
+    for field, ok, why in (
+        ("norm", spec.norm == "rmsnorm", "modelled behind RMSNorm only"),
+        ("norm_position", spec.norm_position == "pre", "modelled in pre-LN blocks only"),
+        ("parallel", not spec.parallel, "modelled in sequential blocks only"),
+        ("positions", spec.positions != "learned", "modelled with RoPE or no positions, not learned ones"),
+        ("embedding_norm", not spec.embedding_norm, "modelled without an embedding norm"),
+    ):
+        if not ok:
+            raise SpecError(field, f"{where}: {why}")
+    ranks = max(max(a.kv_lora_rank, a.q_lora_rank) for _, a in latent)
+    if spec.vocab_size < ranks:
+        raise SpecError("vocab_size", f"{spec.vocab_size} is below the latent rank {ranks}: not modelled")
+
+
+def _check_experts(spec) -> None:
+    if not any(isinstance(x.mlp, MoESpec) for x in spec.layer_specs):
+        return
+    if spec.norm != "rmsnorm":
+        raise SpecError("moe", f"mixture-of-experts blocks are modelled with RMSNorm only, not {spec.norm}")
+    if spec.norm_position != "pre" or spec.parallel:
+        raise SpecError("moe", "mixture-of-experts blocks are modelled in pre-LN sequential blocks only")

@@ -1,0 +1,65 @@
+"""The MLP blocks: hidden-unit scalings of dense MLPs and experts, and the router of a mixture (torch-free)."""
+
+from __future__ import annotations
+
+from ..blocks import MLPSpec, MoESpec
+
+
+def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
+    """Dimension of the block's hidden-unit rescalings.
+
+    Proposition (hidden units). A ReLU unit admits relu(c x) / c and a gated unit (SwiGLU, GeGLU) its up
+    column times c with its down row times 1/c, for any c > 0: d_ff per dense block (GELU: none).
+    Every expert's gated units keep that scaling: E m; GPT-OSS's (up + 1) needs the up bias to absorb it
+    (c (u + b + 1) = c u + (c b + c - 1) + 1): E m with expert biases, 0 without; shared experts are one
+    dense SwiGLU of width n_shared m. The clamp of GPT-OSS's experts moves the scaling where up reaches
+    +-limit, so the count assumes no input is clamped (at a trained point it is an upper bound there).
+    """
+    if isinstance(mlp, MoESpec):
+        routed = mlp.d_expert if mlp.activation == "swiglu" or mlp.expert_bias else 0
+        return mlp.n_experts * routed + mlp.d_shared
+    return mlp.d_ff if mlp.kind in ("relu", "swiglu", "geglu") else 0
+
+
+def router_shifts(moe: MoESpec, d_in: int) -> int:
+    """Unidentified dimensions of a router reading a d_in-dim image.
+
+    Proposition (router). On finitely many inputs at a generic point no input sits on a selection
+    boundary, so the top-k choice is locally constant and the router is seen only through the weights it
+    gives the chosen experts. Weights normalised over the chosen (topk_softmax, or softmax with
+    norm_topk_prob) depend on differences z_a - z_b of chosen experts only: one common shift v of the
+    router rows (d_in + [b_r]) per connected component of the "chosen together" graph: one generically,
+    n_group with topk_group = 1, E with k = 1 (w = rho: the router is free). A softmax over every expert
+    keeps only the common shift (softmax(z) = softmax(z + x.v)). Sigmoid scores: no shift; free only with
+    k = 1 and norm_topk_prob.
+    """
+    row = d_in + moe.router_bias
+    if moe.scoring == "sigmoid":
+        return moe.n_experts * row if moe.top_k == 1 and moe.norm_topk_prob else 0
+    if not moe.normalised:
+        return row  # softmax over every expert: the common shift only
+    if moe.top_k == 1:
+        return moe.n_experts * row
+    components = moe.n_group if moe.n_group > 1 and moe.topk_group == 1 else 1
+    return components * row
+
+
+def effective_params(mlp: MLPSpec | MoESpec, d_in: int, d_out: int, beta: bool) -> int:
+    """Parameters the function sees when the block reads a d_in-dim affine image (an offset when beta) and
+    writes d_out dims: every read map's columns and constant, the writes, less the block's own symmetries
+    (an upper bound for a mixture: only a parallel block asks, and mixtures are counted sequential)."""
+    reads = sum(n * (d_in + (b or beta)) for n, b in mlp.readers)
+    writes = mlp.writes * d_out
+    router = router_shifts(mlp, d_in) if isinstance(mlp, MoESpec) else 0
+    return reads + writes - hidden_scalings(mlp) - router
+
+
+def mlp_terms(spec, d_in: int) -> dict[str, int]:
+    """The MLP blocks' own sources, summed over blocks: dense hidden units, experts' units, router shifts."""
+    dense = [x.mlp for x in spec.layer_specs if not isinstance(x.mlp, MoESpec)]
+    experts = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+    return {
+        "mlp_hidden": sum(hidden_scalings(m) for m in dense),
+        "moe_hidden_units": sum(hidden_scalings(m) for m in experts),
+        "moe_router": sum(router_shifts(m, d_in) for m in experts),
+    }
