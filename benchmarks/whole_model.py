@@ -5,7 +5,7 @@
 Every number is measured in this run: CPU seconds (this process and its children, all threads;
 the machine may be shared, so CPU seconds are what compare between runs) and wall seconds.
 
-  check   `attnid.model.judge.measure` of one own model at P ~ 3,000 (vocab 16, 2 layers, d_model 12,
+  check   `attnid.model.judge.measure_model` of one own model at P ~ 3,000 (vocab 16, 2 layers, d_model 12,
           RMSNorm, SwiGLU, RoPE): the logits Jacobian over the sized tokens, its rank on all and on
           half the sequences.
   row     the same model as one grid row (`attnid.model.grid.own_case`: also another seed).
@@ -54,11 +54,11 @@ class Clock:
 def check() -> dict:
     from attnid.model.counting import count_model
     from attnid.model.grid import own_spec
-    from attnid.model.judge import measure
+    from attnid.model.judge import measure_model
 
     spec = own_spec(CHECK)
     with Clock() as clock:
-        result = measure(spec)
+        result = measure_model(spec)
     out = {"P": spec.n_params, "count": count_model(spec).unidentified, "measured": result["measured"]}
     out |= {"measured_half": result["measured_half"], "gap": round(result["gap"], 2)}
     return out | {"cpu_s": round(clock.cpu, 1), "wall_s": round(clock.wall, 1)}

@@ -170,3 +170,23 @@ def test_python_api():
     spec = AttentionSpec(d_model=4, n_heads=2, rope_dims="full", biases="qkvo")
     row = verify(spec, other_seeds=(), half_batch=False)
     assert row["status"] == "passed" and row["measured"] == row["predicted"] == count(spec).unidentified
+
+
+def test_one_flag_table_covers_every_spec_field():
+    """SPEC_FLAGS is the one place a spec flag is written: every AttentionSpec field has exactly one flag, and the
+    parser's options are generated from it (count and verify alike)."""
+    from attnid.cli import SPEC_FLAGS, build_parser
+
+    assert sorted(f.dest for f in SPEC_FLAGS) == sorted(attnid.AttentionSpec.field_names())
+    parser = build_parser("attnid")
+    for command in ("count", "verify"):
+        sub = parser._subparsers._group_actions[0].choices[command]
+        options = {opt for action in sub._actions for opt in action.option_strings}
+        assert {f.flag for f in SPEC_FLAGS} <= options
+
+
+def test_flags_are_never_abbreviated():
+    """`--head 4` is not `--heads 4` (argparse's prefix matching is off)."""
+    out = run("count", "--d-model", "8", "--head", "2")
+    assert out.returncode == 2 and "--head" in out.stderr and "Traceback" not in out.stderr
+    assert run("count", "--d-model", "8", "--heads", "2").returncode == 0

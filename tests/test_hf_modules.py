@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnid.hf import model_spec, stored_config, verify
-from attnid.hf.modules import build, shrink
+from attnid.hf.modules import build_module, shrink
 from attnid.hf.verify import _rank, verify_module
 from attnid.jacobian import input_sizing
 
@@ -37,7 +37,7 @@ def test_real_module_agrees_with_the_count(name, overrides, count, weak):
 
 def test_float32_casts_inside_the_library_spoil_the_rank():
     cfg = shrink({**stored_config("llama3_8b"), "attention_bias": True})
-    real = build(cfg, seed=0)
+    real = build_module(cfg, seed=0)
     sizing = input_sizing(model_spec(cfg).layer_specs[0].attention)
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(sizing.batch, sizing.seq_len, 16, dtype=torch.float64, generator=gen)

@@ -10,7 +10,7 @@ from attnid.hf.tables import shipped_row
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
 from attnid.model.grid import own_spec
-from attnid.model.judge import measure, measure_weak
+from attnid.model.judge import measure_model, measure_model_weak
 from attnid.model.layout import ModelLayout
 from attnid.spec import SpecError
 
@@ -37,7 +37,7 @@ def _point(spec, seed=0):
 def test_count_agrees_with_jacobian(name):
     spec = own_spec({**SMALL, **CASES[name]})
     assert ModelLayout(spec).size == spec.n_params
-    result = measure(spec, seed=0)
+    result = measure_model(spec, seed=0)
     counts = count_model(spec)
     assert sum(counts.breakdown.values()) == counts.unidentified
     assert result["measured"] == counts.unidentified == result["measured_half"]
@@ -47,13 +47,13 @@ def test_count_agrees_with_jacobian(name):
 def test_too_few_positions_lose_rank():
     """The sizing rule matters: a tenth of the positions sees fewer directions than the count says."""
     spec = own_spec(SMALL)
-    assert measure(spec, oversample=0.3, half=False)["measured"] > count_model(spec).unidentified
+    assert measure_model(spec, oversample=0.3, half=False)["measured"] > count_model(spec).unidentified
 
 
 def test_weak_directions_move_with_eps():
     """With eps > 0 the residual scale is weakly identified: one direction, its singular value ~ eps."""
     spec = own_spec({**SMALL, "norm_eps": 1e-5})
-    counts, row = count_model(spec), measure_weak(spec)
+    counts, row = count_model(spec), measure_model_weak(spec)
     assert (row["measured"], row["weak"]) == (counts.unidentified, counts.weakly_identified) == (counts.unidentified, 1)
     assert 5 < row["weak_move"] < 20  # ten times the eps, about ten times the singular value
     assert row["weak_sigma_max"] < 1e-3 * row["sigma_strong"]

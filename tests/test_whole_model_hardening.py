@@ -44,9 +44,9 @@ def test_small_vocab_boundary_measured():
     spec = own_spec({**base, "vocab_size": 6})
     with pytest.raises(SpecError):
         count_model(spec)
-    from attnid.model.judge import measure
+    from attnid.model.judge import measure_model
 
-    assert measure(spec, half=False)["measured"] > row["count"] - 1
+    assert measure_model(spec, half=False)["measured"] > row["count"] - 1
 
 
 def test_sizing_counts_the_directions_a_norm_cannot_move():

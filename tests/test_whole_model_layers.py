@@ -11,7 +11,7 @@ from attnid.model import LayerSpec, MLPSpec
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
 from attnid.model.grid import own_spec
-from attnid.model.judge import measure
+from attnid.model.judge import measure_model
 from attnid.model.layout import ModelLayout
 from attnid.model.spec import ModelSpec
 from attnid.spec import AttentionSpec, SpecError
@@ -87,7 +87,7 @@ def test_blocks_are_their_own_functions():
 @pytest.mark.parametrize("fields", [MIXED, ROPE], ids=["mixed", "rope"])
 def test_per_layer_count_agrees_with_jacobian(fields):
     spec = own_spec(fields)
-    counts, result = count_model(spec), measure(spec)
+    counts, result = count_model(spec), measure_model(spec)
     assert result["measured"] == result["measured_half"] == counts.unidentified
     assert result["gap"] > 5
 
@@ -115,7 +115,7 @@ OUTPUT_NORMS = {"norm": "rmsnorm", "norm_bias": False, "output_norms": True, "po
 def test_output_norms_agree_with_jacobian(tied):
     """Untied: no residual rotation survives the output norms' gains (141, not 141 + 28)."""
     spec = own_spec({**OUTPUT_NORMS, "tied": tied, "gemma_gain": tied})
-    counts, result = count_model(spec), measure(spec)
+    counts, result = count_model(spec), measure_model(spec)
     assert result["measured"] == result["measured_half"] == counts.unidentified == (133 if tied else 141)
     assert "residual_rotations" not in counts.breakdown and counts.breakdown["residual_scale"] == 1 + 2 * 2
 
@@ -153,7 +153,7 @@ FIRST_MLP = {
 def test_parallel_first_mlp_table_agrees_with_jacobian(name):
     fields, excess = FIRST_MLP[name]
     spec = own_spec({**PARALLEL, **fields})
-    counts, result = count_model(spec), measure(spec, half=False)
+    counts, result = count_model(spec), measure_model(spec, half=False)
     assert counts.breakdown.get("first_mlp_table", 0) == excess
     assert result["measured"] == counts.unidentified and result["gap"] > 5
 

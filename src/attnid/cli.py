@@ -1,7 +1,7 @@
 """The `attnid` command line: `count` (exact counts, no torch) and `verify` (Jacobian measurement).
 
     attnid count --d-model 4096 --heads 32 --kv-heads 8 --rope full
-    attnid count --d-model 8 --heads 2 --rope full --causal --seq-len 2      # counted: T_min = 2 here
+    attnid count --d-model 4 --heads 1 --rope full --causal --seq-len 2      # refused: T below T_min = 3
     attnid count --hf-config path/to/config.json --json                    # every layer of a real model
     attnid count --model qwen3_8b                                          # a shipped published config
     attnid count --model llama3_8b --whole-model                           # every parameter, not only attention
@@ -171,7 +171,9 @@ def key_value_lines(result: dict, indent: str = "") -> list[str]:
     """`key: value` lines; nested dicts and lists indented under their key."""
     lines = []
     for key, value in result.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not value:
+            lines.append(f"{indent}{key}: {{}}")
+        elif isinstance(value, dict):
             lines.append(f"{indent}{key}:")
             lines += key_value_lines(value, indent + "  ")
         elif isinstance(value, (list, tuple)):
@@ -302,3 +304,6 @@ def main(argv=None) -> int:
     except UsageError as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`attnid count ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

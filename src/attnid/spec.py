@@ -22,6 +22,25 @@ module builds one from loose fields:
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention):
 fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
+
+Glossary of the layer level (one name, one meaning, across the package; the model level's is
+`attnid.model.spec`):
+
+    spec              an AttentionSpec: the shapes and options of one layer (never loose fields)
+    P, n_params       the parameters of a spec (`spec.n_params`, the one definition), flat in the order of
+                      `block_shapes` (`attnid.layout.Layout`)
+    label             a spec's short, unique, filename-safe name
+    count             `attnid.counting.count`: the exact numbers of a spec (`Counts`)
+    unidentified      the dimension of the fibre: parameter directions that leave the function unchanged
+                      (P - rank of the Jacobian at a generic point); identified = P - unidentified
+    weakly identified exact symmetries that a norm's eps > 0 breaks (singular values ~ eps): their own class
+    breakdown, source the parts of the unidentified count, by what explains them (query_key, value_output, ...)
+    part              query_key or value_output: the two halves of a layer's symmetry (`attnid.symmetry.PARTS`)
+    hypotheses        what a count assumes (generic inputs, RoPE frequencies, T >= T_min); T_min is
+                      `attnid.counting.min_seq_len`
+    measured, judge   P - numerical rank of the Jacobian, with its singular-value gap (`attnid.jacobian`)
+    tangent, orbit    the directions of the symmetry group's action at a point (`attnid.symmetry`)
+    SpecError         a bad value, the message naming the field, key or flag (`attnid.errors`)
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Three things make a float64 Jacobian of a Hugging Face module trustworthy withou
 
 :func:`shrink` turns a published config into a small one with the same flags (model type, biases,
 partial rotary, q/k norms, sinks, softcapping, windows, ALiBi, latent ranks), and
-:func:`build` returns a :class:`RealModule`: the module, its parameters as one flat vector, and
+:func:`build_module` returns a :class:`RealModule`: the module, its parameters as one flat vector, and
 ``forward(theta, x)`` for ``torch.func``.
 """
 
@@ -169,7 +169,7 @@ def _config_object(cfg: dict, eps: float | None):
     return config
 
 
-def build(cfg: dict, seed: int = 0, layer: int = 0, stride: int = 37, eps: float | None = None) -> RealModule:
+def build_module(cfg: dict, seed: int = 0, layer: int = 0, stride: int = 37, eps: float | None = None) -> RealModule:
     """The real attention module of layer `layer` of a (shrunk) config, random float64 weights from `seed`.
 
     Biases and norm gains are drawn like weights (a zero or unit default is not a generic point);

@@ -3,7 +3,7 @@
 For one case (a stored published config, optional overrides, shrunk by
 :func:`attnid.hf.modules.shrink`), the config is mapped to a ModelSpec (`attnid.hf.mapping`), whose block `layer` gives the AttentionSpec,
 and counted (`attnid.counting.count`), and the real module of that config is built with random
-float64 weights (`attnid.hf.modules.build`). The module's parameter count must equal the spec's
+float64 weights (`attnid.hf.modules.build_module`). The module's parameter count must equal the spec's
 P (a mapping that misses a bias or a norm gain fails here), and
 
     measured unidentified = P - rank J,   J = d(all outputs of all tokens) / d(all parameters)
@@ -25,7 +25,7 @@ from torch.func import jacrev, vmap
 from ..counting import count
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank
 from .mapping import model_spec
-from .modules import DTYPE, build, shrink
+from .modules import DTYPE, build_module, shrink
 
 
 def _rank(real, theta, x, half: bool = False) -> tuple[dict, torch.Tensor]:
@@ -51,7 +51,7 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
     start = time.perf_counter()
     spec = model_spec(cfg).layer_specs[layer].attention
     counts = count(spec)
-    real = build(cfg, seed=seed, layer=layer)
+    real = build_module(cfg, seed=seed, layer=layer)
     P = real.n_params
     sizing = input_sizing(spec, oversample)
     gen = torch.Generator().manual_seed(int(seed) + 1)
@@ -81,7 +81,7 @@ def verify_module(cfg: dict, seed: int = 0, layer: int = 0, oversample: float = 
     row |= {"sigma_dropped": rank["sigma_dropped"], "weakly_measured": 0, "weak_sigma_min": float("nan")}
     row["weak_sigma_max"] = float("nan")
     if spec.has_norm and spec.norm_eps > 0:
-        exact = build(cfg, seed=seed, layer=layer, eps=0.0)
+        exact = build_module(cfg, seed=seed, layer=layer, eps=0.0)
         rank0, _ = _rank(exact, real.theta, x)
         weak = rank["rank"] - rank0["rank"]
         row["weakly_measured"] = weak

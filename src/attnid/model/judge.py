@@ -36,13 +36,11 @@ from dataclasses import dataclass
 import torch
 from torch.func import jacrev, vmap
 
-from ..jacobian import RANK_RTOL, numerical_rank
+from ..jacobian import RANK_RTOL, numerical_rank, triangular_factor
 from .blocks import MoESpec
 from .forward import expert_loads, logits
 from .layout import ModelLayout
 from .spec import ModelSpec
-
-DTYPE = torch.float64
 
 
 @dataclass(frozen=True)
@@ -132,17 +130,12 @@ def random_tokens(spec: ModelSpec, sizing: ModelSizing, generator: torch.Generat
     return balanced[torch.randperm(n, generator=generator)].view(sizing.batch, sizing.seq_len)
 
 
-def jacobian_rows(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28) -> torch.Tensor:
+def logits_jacobian(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28) -> torch.Tensor:
     """J (B T V, P) of f(theta, tokens (T,)) -> (T, V), per sequence, vmapped in chunks."""
     out_per_seq = f(theta, tokens[0]).numel()
     chunk = max(1, int(max_bytes // (out_per_seq * theta.numel() * theta.element_size())))
     jac = vmap(jacrev(f), in_dims=(None, 0), chunk_size=chunk)(theta, tokens)  # (B, T, V, P)
     return jac.reshape(-1, theta.numel())
-
-
-def triangular_factor(J: torch.Tensor) -> torch.Tensor:
-    """R of J = Q R (Householder, backward stable): the same singular values as J, in a P x P matrix."""
-    return torch.linalg.qr(J, mode="r").R
 
 
 def rank_of(J: torch.Tensor, rtol: float = RANK_RTOL) -> tuple[dict, torch.Tensor]:
@@ -174,8 +167,8 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
     try:
         R_half, R_rest = concurrently(
             [
-                lambda: triangular_factor(jacobian_rows(f, theta, tokens[:half_seqs])),
-                lambda: triangular_factor(jacobian_rows(f, theta, tokens[half_seqs:])),
+                lambda: triangular_factor(logits_jacobian(f, theta, tokens[:half_seqs])),
+                lambda: triangular_factor(logits_jacobian(f, theta, tokens[half_seqs:])),
             ],
             workers,
         )
@@ -193,7 +186,7 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
     return out
 
 
-def measure(
+def measure_model(
     spec: ModelSpec, seed: int = 0, oversample: float = 3.0, half: bool = True, rtol: float = RANK_RTOL
 ) -> dict:
     """Dense measurement of the model's own function at a random point (theta, tokens) drawn from `seed`."""
@@ -204,24 +197,24 @@ def measure(
     return measure_function(lambda th, tok: logits(th, tok, spec, layout), theta, tokens, half, rtol)
 
 
-def measure_weak(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, rtol: float = RANK_RTOL) -> dict:
+def measure_model_weak(spec: ModelSpec, seed: int = 0, oversample: float = 3.0, rtol: float = RANK_RTOL) -> dict:
     """Exact (at the spec's eps) and exact-plus-weak (eps = 0) unidentified dims, the weak singular
     values at eps and at 10 eps, and the half-data / other-seed re-measurements."""
-    at_eps = measure(spec, seed, oversample, True, rtol)
+    at_eps = measure_model(spec, seed, oversample, True, rtol)
     row = {"P": ModelLayout(spec).size, "measured": at_eps["measured"], "measured_half": at_eps["measured_half"]}
     row.update({k: at_eps[k] for k in ("sigma_kept", "sigma_dropped", "gap", "positions", "seconds")})
     row["weak"] = 0
     if has_eps(spec):
-        free = measure(spec.with_eps(0.0), seed, oversample, False, rtol)
+        free = measure_model(spec.with_eps(0.0), seed, oversample, False, rtol)
         row["weak"] = free["measured"] - at_eps["measured"]
         rank = at_eps["rank"]
         if row["weak"] > 0:
             weak_sigma = at_eps["sigma"][rank - row["weak"] : rank]
-            ten = measure(spec.with_eps(10.0), seed, oversample, False, rtol)["sigma"][rank - row["weak"] : rank]
+            ten = measure_model(spec.with_eps(10.0), seed, oversample, False, rtol)["sigma"][rank - row["weak"] : rank]
             row["weak_sigma_min"], row["weak_sigma_max"] = float(weak_sigma.min()), float(weak_sigma.max())
             row["weak_move"] = float((ten / weak_sigma).median())
             row["sigma_strong"] = float(at_eps["sigma"][rank - row["weak"] - 1])
-    other = measure(spec, seed + 1, oversample, False, rtol)
+    other = measure_model(spec, seed + 1, oversample, False, rtol)
     row["measured_other_seed"] = other["measured"]
     row["seconds"] = at_eps["seconds"] + other["seconds"]
     return row

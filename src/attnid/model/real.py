@@ -20,10 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from ..flat import FlatLayout
-from ..float64 import KeepFloat64
+from ..float64 import DTYPE, KeepFloat64
 from .forward import record_choice
-
-DTYPE = torch.float64
 
 _COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,

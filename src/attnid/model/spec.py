@@ -1,21 +1,43 @@
-"""The whole-model vocabulary: :class:`ModelSpec`, one transformer language model as a function.
+"""The whole-model vocabulary: :class:`ModelSpec`, one transformer language model as a function, and the
+glossary of the model level (the layer level's is `attnid.spec`).
 
 A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V):
 
-    h_0 = s E[tok] (+ E_pos[0..T-1] if positions == "learned")      (B, T, d)   s = embed_scale
+    h_0 = s E[tok] (+ E_pos[0..T-1] if positions == "learned") (+ E_type[0])   (B, T, d)   s = embed_scale
     (h_0 = Norm_emb(h_0) if embedding_norm)
     block, pre-LN sequential:   h = h + Attn(Norm_1 h);  h = h + MLP(Norm_2 h)
+           with output_norms:   h = h + Norm(Attn(Norm_1 h));  h = h + Norm(MLP(Norm_2 h))
            pre-LN parallel:     h = h + Attn(Norm_1 h) + MLP(Norm_2 h)   (Norm_2 = Norm_1 if shared_norm)
            post-LN:             h = Norm_1(h + Attn h);  h = Norm_2(h + MLP h)
-    logits = Norm_f(h) U (+ c)        U = E^T if tied, else its own (d, V) matrix; Norm_f if final_norm
+    logits = Head(Norm_f(h)) U (+ c)    U = E^T if tied, else its own (d, V) matrix; Norm_f if final_norm;
+                                        Head = BERT's dense-GELU-norm transform if mlm_head, else identity
 
 Norm: LayerNorm (x - mean) / sqrt(var + eps) * g (+ b), or RMSNorm x / sqrt(mean x^2 + eps) * g;
 Gemma stores the gain as w with g = 1 + w (a change of coordinates: counts are unchanged).
-MLP: relu / gelu: act(x W_up + b_up) W_down + b_down; swiglu / geglu: (act(x W_gate) * (x W_up)) W_down
-(act = SiLU / GELU(tanh)), biases on every map when mlp_bias. Attention: the project's layer,
-one :class:`attnid.spec.AttentionSpec` shared by every block, unless `layers` gives every block its
-own attention spec and MLP (:class:`attnid.model.blocks.LayerSpec`; build with
-:meth:`ModelSpec.from_layers`); `layer_specs` is the tuple of blocks either way.
+
+Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.gauge`):
+
+    model spec        this dataclass: every shape and option of the function above; its flat parameter vector
+                      is laid out by `attnid.model.layout.ModelLayout` (names like `layers.3.mlp.down`)
+    block             one transformer layer, a :class:`attnid.model.blocks.LayerSpec`: an attention layer
+                      (:class:`attnid.spec.AttentionSpec`) and an MLP (`MLPSpec`, or a mixture `MoESpec`);
+                      `layer_specs` lists every block, `layers` holds them when they differ
+    stream            the residual stream h (width d = d_model) that every block reads and writes
+    reader / writer   a linear map that reads a norm's output (q, k, v, the MLP's up/gate, the router, the
+                      unembedding) / writes into the stream (E, positions, W_O, b_O, the MLP's down and bias)
+    d_c               the dims a norm's output spans: d - 1 after a LayerNorm (centred), d after an RMSNorm
+    positions         learned (a table of max_positions rows), rope (in the attention specs), none
+    seq_len           the positions the model is used on (counted and measured); max_positions the rows of
+                      the learned table (rows beyond seq_len are never read)
+    count             `attnid.model.count_model`: total P, unidentified and weakly identified dims, and the
+                      breakdown by source (each source one function of `attnid.model.counting`)
+    attention layers  `attnid.model.count_attention_layers`: every block's attention counted alone, summed
+    not_modelled      what a description leaves out that the count would need (from a config the mapping
+                      could not describe exactly); `count_model` refuses it by name
+    judge             `attnid.model.judge`: P - rank of the Jacobian of all logits at a random point
+    case              one row of the whole-model grid (`attnid.model.grid`): own (this project's forward of a
+                      ModelSpec) or real (a `transformers` class, `attnid.model.real`)
+    mapping           `attnid.hf.mapping`: a config.json -> ModelSpec, the one place that reads config keys
 """
 
 from __future__ import annotations

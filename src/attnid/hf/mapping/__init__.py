@@ -27,7 +27,7 @@ from pathlib import Path
 from ...errors import SpecError
 from ...model.spec import ModelSpec
 from . import bert, bloom, deepseek, gpt2, llama, parallel
-from .keys import integer, refuse_if, text
+from .keys import read_int, read_str, refuse_if
 
 MAPPERS = {
     **dict.fromkeys(llama.MODEL_TYPES, llama.llama_family),
@@ -69,7 +69,7 @@ def text_config(cfg: dict) -> dict:
 
 def model_type(cfg: dict) -> str:
     """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
-    mt = text(text_config(cfg), "model_type")
+    mt = read_str(text_config(cfg), "model_type")
     mt = "gemma3_text" if mt == "gemma3" else mt
     if mt not in MAPPERS:
         raise SpecError("model_type", f"{mt!r} is not mapped; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
@@ -83,12 +83,12 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     cfg = text_config(cfg)
     refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
     layers, fields = MAPPERS[mt](cfg, mt)
-    most = integer(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
+    most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     if seq_len is None:
         seq_len = most if most is not None else DEFAULT_SEQ_LEN
     max_positions = most or seq_len
     if fields["positions"] != "learned":  # no table: the model takes any length
         max_positions = max(max_positions, seq_len)
     return ModelSpec.from_layers(
-        layers, vocab_size=integer(cfg, "vocab_size"), max_positions=max_positions, seq_len=seq_len, **fields
+        layers, vocab_size=read_int(cfg, "vocab_size"), max_positions=max_positions, seq_len=seq_len, **fields
     )

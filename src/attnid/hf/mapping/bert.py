@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
-from .keys import flag, head_sizes, integer, mlp_kind, number, refuse_if, text
+from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 
 MODEL_TYPES = ("bert",)
 
@@ -22,8 +22,8 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     refuse_if(cfg, "is_decoder", bool, "decoder BERT is not modelled")
     d, H, _, _ = head_sizes(cfg)
     attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo")
-    mlp = MLPSpec(integer(cfg, "intermediate_size"), mlp_kind(text(cfg, "hidden_act", default="gelu"), False), True)
-    tied = flag(cfg, "tie_word_embeddings", True)
+    mlp = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="gelu"), False), True)
+    tied = read_flag(cfg, "tie_word_embeddings", True)
     not_modelled = ()
     if not tied:  # measured: P and the Jacobian's count both V more than this description
         why = (
@@ -32,9 +32,9 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         )
         not_modelled = (("tie_word_embeddings", why),)
     fields = {
-        "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_eps", default=1e-12),
+        "positions": "learned", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_eps", default=1e-12),
         "norm_position": "post", "tied": tied, "final_norm": False, "embedding_norm": True, "lm_head_bias": True,
-        "token_types": integer(cfg, "type_vocab_size", default=2, minimum=0), "mlm_head": True,
+        "token_types": read_int(cfg, "type_vocab_size", default=2, minimum=0), "mlm_head": True,
         "max_positions_default": 512, "not_modelled": not_modelled,
     }  # fmt: skip
-    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields
+    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
-from .keys import flag, integer, number
+from .keys import read_flag, read_float, read_int
 
 MODEL_TYPES = ("bloom",)
 
 
 def bloom(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
-    d = integer(cfg, "hidden_size", "n_embed")
-    H, n_layers = integer(cfg, "n_head", "num_attention_heads"), integer(cfg, "n_layer", "num_hidden_layers")
+    d = read_int(cfg, "hidden_size", "n_embed")
+    H, n_layers = read_int(cfg, "n_head", "num_attention_heads"), read_int(cfg, "n_layer", "num_hidden_layers")
     attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo", causal=True, alibi=True)
     fields = {
-        "positions": "none", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_epsilon", default=1e-5),
-        "tied": flag(cfg, "tie_word_embeddings", True), "embedding_norm": True,
+        "positions": "none", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_epsilon", default=1e-5),
+        "tied": read_flag(cfg, "tie_word_embeddings", True), "embedding_norm": True,
     }  # fmt: skip
     return [LayerSpec(attention, MLPSpec(4 * d, "gelu", True))] * n_layers, fields

@@ -7,30 +7,30 @@ from __future__ import annotations
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
-from .keys import flag, integer, mlp_kind, number, rope, text
+from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope
 
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
 
 
 def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
-    d, H = integer(cfg, "hidden_size"), integer(cfg, "num_attention_heads")
-    n_layers = integer(cfg, "num_hidden_layers")
-    nope, p = integer(cfg, "qk_nope_head_dim"), integer(cfg, "qk_rope_head_dim", minimum=0)
+    d, H = read_int(cfg, "hidden_size"), read_int(cfg, "num_attention_heads")
+    n_layers = read_int(cfg, "num_hidden_layers")
+    nope, p = read_int(cfg, "qk_nope_head_dim"), read_int(cfg, "qk_rope_head_dim", minimum=0)
     attention = AttentionSpec(
-        d_model=d, n_heads=H, n_kv_heads=H, d_head_qk=nope + p, d_head_v=integer(cfg, "v_head_dim"),
-        rope_dims=p, biases="qkvo" if flag(cfg, "attention_bias", False) else "", causal=True,
-        rope_base=rope(cfg), kv_lora_rank=integer(cfg, "kv_lora_rank"),
-        q_lora_rank=integer(cfg, "q_lora_rank", default=0, minimum=0), norm_eps=1e-6,
+        d_model=d, n_heads=H, n_kv_heads=H, d_head_qk=nope + p, d_head_v=read_int(cfg, "v_head_dim"),
+        rope_dims=p, biases="qkvo" if read_flag(cfg, "attention_bias", False) else "", causal=True,
+        rope_base=rope(cfg), kv_lora_rank=read_int(cfg, "kv_lora_rank"),
+        q_lora_rank=read_int(cfg, "q_lora_rank", default=0, minimum=0), norm_eps=1e-6,
     )  # fmt: skip
-    activation = text(cfg, "hidden_act", default="silu")
-    dense = MLPSpec(integer(cfg, "intermediate_size"), mlp_kind(activation, True))
-    n_experts, top_k = integer(cfg, "n_routed_experts"), integer(cfg, "num_experts_per_tok")
+    activation = read_str(cfg, "hidden_act", default="silu")
+    dense = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True))
+    n_experts, top_k = read_int(cfg, "n_routed_experts"), read_int(cfg, "num_experts_per_tok")
     not_modelled: list = []
-    routed = experts(cfg, mt, n_experts, top_k, integer(cfg, "moe_intermediate_size"), activation, not_modelled)
-    first_dense = integer(cfg, "first_k_dense_replace", default=0, minimum=0)
+    routed = experts(cfg, mt, n_experts, top_k, read_int(cfg, "moe_intermediate_size"), activation, not_modelled)
+    first_dense = read_int(cfg, "first_k_dense_replace", default=0, minimum=0)
     layers = [LayerSpec(attention, dense if i < first_dense else routed) for i in range(n_layers)]
     fields = {
-        "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": number(cfg, "rms_norm_eps", default=1e-6),
-        "tied": flag(cfg, "tie_word_embeddings", False), "not_modelled": tuple(not_modelled),
+        "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": read_float(cfg, "rms_norm_eps", default=1e-6),
+        "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields

@@ -14,7 +14,7 @@ Each model class computes its router in code; what it fixes is written down here
 from __future__ import annotations
 
 from ...model.blocks import MoESpec
-from .keys import flag, integer, number, text
+from .keys import read_flag, read_float, read_int, read_str
 
 
 def experts(
@@ -30,11 +30,11 @@ def experts(
     if model_type == "mixtral":
         return MoESpec(**common, norm_topk_prob=True)
     if model_type == "qwen3_moe":
-        return MoESpec(**common, norm_topk_prob=flag(cfg, "norm_topk_prob", False))
+        return MoESpec(**common, norm_topk_prob=read_flag(cfg, "norm_topk_prob", False))
     if model_type == "gpt_oss":
         clamp = {
-            "swiglu_alpha": number(cfg, "swiglu_alpha", default=1.702),
-            "swiglu_limit": number(cfg, "swiglu_limit", default=7.0),
+            "swiglu_alpha": read_float(cfg, "swiglu_alpha", default=1.702),
+            "swiglu_limit": read_float(cfg, "swiglu_limit", default=7.0),
         }
         return MoESpec(
             **common, scoring="topk_softmax", router_bias=True, expert_bias=True, activation="gpt_oss", **clamp
@@ -48,18 +48,18 @@ def experts(
 def _deepseek(cfg: dict, model_type: str, common: dict, not_modelled: list) -> MoESpec:
     v3 = model_type == "deepseek_v3"
     scoring = "sigmoid" if v3 else "softmax"
-    if text(cfg, "scoring_func", default=scoring) != scoring:
+    if read_str(cfg, "scoring_func", default=scoring) != scoring:
         not_modelled.append(("scoring_func", f"{cfg['scoring_func']!r}: the {model_type} class scores by {scoring}"))
     if v3:  # group-limited top-k always, renormalised by default
-        groups = {"n_group": integer(cfg, "n_group", default=8), "topk_group": integer(cfg, "topk_group", default=4)}
-        norm = flag(cfg, "norm_topk_prob", True)
+        groups = {"n_group": read_int(cfg, "n_group", default=8), "topk_group": read_int(cfg, "topk_group", default=4)}
+        norm = read_flag(cfg, "norm_topk_prob", True)
     else:  # greedy, or group_limited_greedy; the class never renormalises
-        if flag(cfg, "norm_topk_prob", False) and common["top_k"] > 1:
+        if read_flag(cfg, "norm_topk_prob", False) and common["top_k"] > 1:
             why = "the deepseek_v2 class ignores it (the original code renormalises)"
             not_modelled.append(("norm_topk_prob", why))
-        limited = text(cfg, "topk_method", default="greedy") == "group_limited_greedy"
-        groups = {"n_group": integer(cfg, "n_group"), "topk_group": integer(cfg, "topk_group")} if limited else {}
+        limited = read_str(cfg, "topk_method", default="greedy") == "group_limited_greedy"
+        groups = {"n_group": read_int(cfg, "n_group"), "topk_group": read_int(cfg, "topk_group")} if limited else {}
         norm = False
-    rho = number(cfg, "routed_scaling_factor", default=2.5 if v3 else 1.0, positive=True)
-    shared = integer(cfg, "n_shared_experts", default=0, minimum=0)
+    rho = read_float(cfg, "routed_scaling_factor", default=2.5 if v3 else 1.0, positive=True)
+    shared = read_int(cfg, "n_shared_experts", default=0, minimum=0)
     return MoESpec(**common, scoring=scoring, norm_topk_prob=norm, n_shared=shared, routed_scaling_factor=rho, **groups)

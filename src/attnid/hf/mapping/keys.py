@@ -27,7 +27,7 @@ def _lookup(cfg: dict, keys: tuple[str, ...]):
     return keys[0], _MISSING
 
 
-def integer(cfg: dict, *keys: str, default=_MISSING, minimum: int | None = 1) -> int:
+def read_int(cfg: dict, *keys: str, default=_MISSING, minimum: int | None = 1) -> int:
     """The integer value of the first key present; `default` when none is (a missing key without a
     default is a SpecError naming the first key); values below `minimum` are refused."""
     key, value = _lookup(cfg, keys)
@@ -42,7 +42,7 @@ def integer(cfg: dict, *keys: str, default=_MISSING, minimum: int | None = 1) ->
     return int(value)
 
 
-def number(cfg: dict, *keys: str, default=_MISSING, positive: bool = False) -> float:
+def read_float(cfg: dict, *keys: str, default=_MISSING, positive: bool = False) -> float:
     """The finite float value of the first key present (an integer is a number too)."""
     key, value = _lookup(cfg, keys)
     if value is _MISSING:
@@ -56,7 +56,7 @@ def number(cfg: dict, *keys: str, default=_MISSING, positive: bool = False) -> f
     return float(value)
 
 
-def flag(cfg: dict, key: str, default: bool) -> bool:
+def read_flag(cfg: dict, key: str, default: bool) -> bool:
     """A true/false value (null reads as the default)."""
     value = cfg.get(key)
     if value is None:
@@ -66,7 +66,7 @@ def flag(cfg: dict, key: str, default: bool) -> bool:
     return value
 
 
-def text(cfg: dict, *keys: str, default=_MISSING) -> str:
+def read_str(cfg: dict, *keys: str, default=_MISSING) -> str:
     """The string value of the first key present."""
     key, value = _lookup(cfg, keys)
     if value is _MISSING:
@@ -78,7 +78,7 @@ def text(cfg: dict, *keys: str, default=_MISSING) -> str:
     return value
 
 
-def section(cfg: dict, key: str) -> dict:
+def read_section(cfg: dict, key: str) -> dict:
     """A nested object (rope_parameters, rope_scaling), {} when absent."""
     value = cfg.get(key)
     if value is None:
@@ -96,11 +96,11 @@ def refuse_if(cfg: dict, key: str, bad, why: str) -> None:
 
 def rope(cfg: dict) -> float:
     """rope_theta, from the new `rope_parameters` or the old top-level keys; an unmodelled rope_type is refused."""
-    params, scaling = section(cfg, "rope_parameters"), section(cfg, "rope_scaling")
+    params, scaling = read_section(cfg, "rope_parameters"), read_section(cfg, "rope_scaling")
     if "rope_theta" in params:
-        theta = number(params, "rope_theta", positive=True)
+        theta = read_float(params, "rope_theta", positive=True)
     else:
-        theta = number(cfg, "rope_theta", "rotary_emb_base", "rope_base", default=10000.0, positive=True)
+        theta = read_float(cfg, "rope_theta", "rotary_emb_base", "rope_base", default=10000.0, positive=True)
     kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
     if kind not in ROPE_TYPES:
         raise SpecError("rope_scaling.rope_type", f"{kind!r} is not modelled; known: {', '.join(ROPE_TYPES)}")
@@ -110,11 +110,11 @@ def rope(cfg: dict) -> float:
 def partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float = 1.0) -> float:
     """The rotated share of a head, from the key the model class reads (GPT-NeoX ignores a top-level
     `partial_rotary_factor` and reads `rotary_pct`, default 0.25; Phi defaults to 0.5)."""
-    params = section(cfg, "rope_parameters")
+    params = read_section(cfg, "rope_parameters")
     if params.get("partial_rotary_factor") is not None:
-        factor = number(params, "partial_rotary_factor")
+        factor = read_float(params, "partial_rotary_factor")
     else:
-        factor = number(cfg, key, default=default)
+        factor = read_float(cfg, key, default=default)
     if not 0 <= factor <= 1:
         raise SpecError(key, f"must lie in [0, 1], got {factor!r}")
     return factor
@@ -123,10 +123,10 @@ def partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float
 def head_sizes(cfg: dict, head_dim_default: int | None = None) -> tuple[int, int, int, int]:
     """(d_model, heads, key/value heads, head size) from hidden_size, num_attention_heads,
     num_key_value_heads (default: the heads) and head_dim (default: the class default, else d / H)."""
-    d = integer(cfg, "hidden_size")
-    H = integer(cfg, "num_attention_heads")
-    G = integer(cfg, "num_key_value_heads", default=H)
-    k = integer(cfg, "head_dim", default=head_dim_default)
+    d = read_int(cfg, "hidden_size")
+    H = read_int(cfg, "num_attention_heads")
+    G = read_int(cfg, "num_key_value_heads", default=H)
+    k = read_int(cfg, "head_dim", default=head_dim_default)
     if k is None and d % H:
         raise SpecError("head_dim", f"missing, and hidden size {d} is not divisible by {H} heads")
     return d, H, G, k or d // H
@@ -142,7 +142,7 @@ def layer_types(cfg: dict, n_layers: int) -> list[str]:
         if bad:
             raise SpecError("layer_types", f"{bad[0]!r} is not modelled")
         return list(types)
-    pattern = integer(cfg, "sliding_window_pattern", default=None)
+    pattern = read_int(cfg, "sliding_window_pattern", default=None)
     if pattern:  # Gemma-3: every pattern-th layer is global
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
     return ["full_attention"] * n_layers

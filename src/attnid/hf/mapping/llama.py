@@ -24,7 +24,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
-from .keys import flag, head_sizes, integer, layer_types, mlp_kind, number, partial_factor, rope, text
+from .keys import head_sizes, layer_types, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 
 HEAD_DIM_DEFAULTS = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "gpt_oss": 64}
 FIXED_BIASES = {"qwen2": "qkv", "mistral": "", "mixtral": "", "phi3": ""}
@@ -45,18 +45,18 @@ def _attention_variant(cfg: dict, mt: str, eps: float) -> dict:
     if mt == "gpt_oss":
         variant["sinks"] = True
     if mt == "gemma2":
-        variant["softcap"] = number(cfg, "attn_logit_softcapping", default=0.0)
+        variant["softcap"] = read_float(cfg, "attn_logit_softcapping", default=0.0)
     return variant
 
 
 def _windows(cfg: dict, mt: str, n_layers: int) -> list[int]:
     """The sliding window of every layer (0 = full attention)."""
-    window = integer(cfg, "sliding_window", default=0, minimum=0)
+    window = read_int(cfg, "sliding_window", default=0, minimum=0)
     types = layer_types(cfg, n_layers)
     if mt in ("qwen2", "qwen3", "qwen3_moe"):
-        window = window if flag(cfg, "use_sliding_window", False) else 0
+        window = window if read_flag(cfg, "use_sliding_window", False) else 0
         if window and "layer_types" not in cfg:
-            first = integer(cfg, "max_window_layers", default=28, minimum=0)
+            first = read_int(cfg, "max_window_layers", default=28, minimum=0)
             types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
     if mt == "gemma2" and "layer_types" not in cfg:
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
@@ -67,34 +67,34 @@ def _windows(cfg: dict, mt: str, n_layers: int) -> list[int]:
 def _mlps(cfg: dict, mt: str, n_layers: int, not_modelled: list) -> list:
     """Every block's MLP: dense, or routed where the config has experts (Qwen3-MoE: dense in
     mlp_only_layers and where (i + 1) % decoder_sparse_step != 0, Qwen3MoeDecoderLayer)."""
-    activation = text(cfg, "hidden_act", "hidden_activation", default="silu")
-    bias = flag(cfg, "mlp_bias", False) or mt == "gpt_oss"
-    n_experts = integer(cfg, "num_local_experts", "num_experts", default=0, minimum=0)
+    activation = read_str(cfg, "hidden_act", "hidden_activation", default="silu")
+    bias = read_flag(cfg, "mlp_bias", False) or mt == "gpt_oss"
+    n_experts = read_int(cfg, "num_local_experts", "num_experts", default=0, minimum=0)
     if not n_experts:
-        return [MLPSpec(integer(cfg, "intermediate_size"), mlp_kind(activation, True), bias)] * n_layers
-    width = integer(cfg, "moe_intermediate_size", "intermediate_size")
-    top_k = integer(cfg, "num_experts_per_tok", "experts_per_token")
+        return [MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True), bias)] * n_layers
+    width = read_int(cfg, "moe_intermediate_size", "intermediate_size")
+    top_k = read_int(cfg, "num_experts_per_tok", "experts_per_token")
     routed = experts(cfg, mt, n_experts, top_k, width, activation, not_modelled)
     if mt != "qwen3_moe":
         return [routed] * n_layers
-    step = integer(cfg, "decoder_sparse_step", default=1)
+    step = read_int(cfg, "decoder_sparse_step", default=1)
     dense_layers = cfg.get("mlp_only_layers") or []
     if not isinstance(dense_layers, list) or not all(isinstance(i, int) for i in dense_layers):
         raise SpecError("mlp_only_layers", f"must be a list of layer indices, got {dense_layers!r}")
-    dense = MLPSpec(integer(cfg, "intermediate_size"), mlp_kind(activation, True), bias)
+    dense = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True), bias)
     return [routed if i not in dense_layers and (i + 1) % step == 0 else dense for i in range(n_layers)]
 
 
 def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     """(every block, the ModelSpec fields) of a config of the family."""
     d, H, G, k = head_sizes(cfg, HEAD_DIM_DEFAULTS.get(mt))
-    n_layers = integer(cfg, "num_hidden_layers")
+    n_layers = read_int(cfg, "num_hidden_layers")
     theta = rope(cfg)
     p = int(k * partial_factor(cfg)) // 2 * 2
-    biases = FIXED_BIASES.get(mt, "qkvo" if flag(cfg, "attention_bias", mt == "gpt_oss") else "")
-    eps = number(cfg, "rms_norm_eps", default=1e-5 if mt in EPS_1E5 else 1e-6)
+    biases = FIXED_BIASES.get(mt, "qkvo" if read_flag(cfg, "attention_bias", mt == "gpt_oss") else "")
+    eps = read_float(cfg, "rms_norm_eps", default=1e-5 if mt in EPS_1E5 else 1e-6)
     variant = _attention_variant(cfg, mt, eps)
-    local_theta = number(cfg, "rope_local_base_freq", default=10000.0) if mt == "gemma3_text" else theta
+    local_theta = read_float(cfg, "rope_local_base_freq", default=10000.0) if mt == "gemma3_text" else theta
     not_modelled: list = []
     mlps = _mlps(cfg, mt, n_layers, not_modelled)
     layers = []
@@ -107,7 +107,7 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     gemma = mt.startswith("gemma")
     fields = {
         "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": eps, "gemma_gain": gemma,
-        "tied": flag(cfg, "tie_word_embeddings", gemma), "output_norms": mt in ("gemma2", "gemma3_text"),
+        "tied": read_flag(cfg, "tie_word_embeddings", gemma), "output_norms": mt in ("gemma2", "gemma3_text"),
         "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields

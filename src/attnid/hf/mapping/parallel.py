@@ -17,23 +17,23 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
-from .keys import flag, head_sizes, integer, mlp_kind, number, partial_factor, rope, text
+from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 
 MODEL_TYPES = ("gptj", "gpt_neox", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
 
 
 def _ungated(cfg: dict, key: str, default: str, width: int, bias: bool) -> MLPSpec:
-    return MLPSpec(width, mlp_kind(text(cfg, key, default=default), False, key), bias)
+    return MLPSpec(width, mlp_kind(read_str(cfg, key, default=default), False, key), bias)
 
 
 def gptj(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
-    d, H, n_layers = integer(cfg, "n_embd", "hidden_size"), integer(cfg, "n_head"), integer(cfg, "n_layer")
-    p = integer(cfg, "rotary_dim", default=d // H)
+    d, H, n_layers = read_int(cfg, "n_embd", "hidden_size"), read_int(cfg, "n_head"), read_int(cfg, "n_layer")
+    p = read_int(cfg, "rotary_dim", default=d // H)
     attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, causal=True)
-    mlp = _ungated(cfg, "activation_function", "gelu_new", integer(cfg, "n_inner", default=4 * d), True)
+    mlp = _ungated(cfg, "activation_function", "gelu_new", read_int(cfg, "n_inner", default=4 * d), True)
     fields = {
-        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_epsilon", default=1e-5),
-        "parallel": True, "shared_norm": True, "tied": flag(cfg, "tie_word_embeddings", False),
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_epsilon", default=1e-5),
+        "parallel": True, "shared_norm": True, "tied": read_flag(cfg, "tie_word_embeddings", False),
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * n_layers, fields
 
@@ -41,21 +41,21 @@ def gptj(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 def gpt_neox(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     d, H, _, k = head_sizes(cfg)
     p = int(k * partial_factor(cfg, "rotary_pct", 0.25)) // 2 * 2
-    bias = "qkvo" if flag(cfg, "attention_bias", True) else ""
+    bias = "qkvo" if read_flag(cfg, "attention_bias", True) else ""
     attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, biases=bias, causal=True, rope_base=rope(cfg))
-    mlp = _ungated(cfg, "hidden_act", "gelu", integer(cfg, "intermediate_size"), True)
+    mlp = _ungated(cfg, "hidden_act", "gelu", read_int(cfg, "intermediate_size"), True)
     fields = {
-        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": number(cfg, "layer_norm_eps", default=1e-5),
-        "parallel": flag(cfg, "use_parallel_residual", True), "tied": flag(cfg, "tie_word_embeddings", False),
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_eps", default=1e-5),
+        "parallel": read_flag(cfg, "use_parallel_residual", True), "tied": read_flag(cfg, "tie_word_embeddings", False),
     }  # fmt: skip
-    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields
+    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
 
 
 def phi(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     d, H, G, k = head_sizes(cfg)
     p = int(k * partial_factor(cfg, "partial_rotary_factor", 0.5)) // 2 * 2
-    eps = number(cfg, "layer_norm_eps", default=1e-5)
-    qk = {"qk_norm": "layernorm_head", "norm_eps": eps} if flag(cfg, "qk_layernorm", False) else {}
+    eps = read_float(cfg, "layer_norm_eps", default=1e-5)
+    qk = {"qk_norm": "layernorm_head", "norm_eps": eps} if read_flag(cfg, "qk_layernorm", False) else {}
     attention = AttentionSpec(
         d_model=d,
         n_heads=H,
@@ -67,35 +67,35 @@ def phi(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         rope_base=rope(cfg),
         **qk,
     )
-    mlp = _ungated(cfg, "hidden_act", "gelu_new", integer(cfg, "intermediate_size"), True)
+    mlp = _ungated(cfg, "hidden_act", "gelu_new", read_int(cfg, "intermediate_size"), True)
     fields = {
         "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": eps, "parallel": True,
-        "shared_norm": True, "tied": flag(cfg, "tie_word_embeddings", False), "lm_head_bias": True,
+        "shared_norm": True, "tied": read_flag(cfg, "tie_word_embeddings", False), "lm_head_bias": True,
     }  # fmt: skip
-    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers"), fields
+    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
 
 
 def falcon(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
-    d = integer(cfg, "hidden_size", "n_embed")
-    H = integer(cfg, "num_attention_heads", "n_head")
-    new_arch = flag(cfg, "new_decoder_architecture", mt == "RefinedWeb")
+    d = read_int(cfg, "hidden_size", "n_embed")
+    H = read_int(cfg, "num_attention_heads", "n_head")
+    new_arch = read_flag(cfg, "new_decoder_architecture", mt == "RefinedWeb")
     if new_arch:
-        G = integer(cfg, "num_kv_heads", "n_head_kv", default=H)
-    elif flag(cfg, "multi_query", True):
+        G = read_int(cfg, "num_kv_heads", "n_head_kv", default=H)
+    elif read_flag(cfg, "multi_query", True):
         G = 1
     else:
-        G = integer(cfg, "num_kv_heads", default=H)
-    alibi, bias = flag(cfg, "alibi", False), flag(cfg, "bias", False)
+        G = read_int(cfg, "num_kv_heads", default=H)
+    alibi, bias = read_flag(cfg, "alibi", False), read_flag(cfg, "bias", False)
     attention = AttentionSpec(
         d_model=d, n_heads=H, n_kv_heads=G, rope_dims=0 if alibi else d // H, biases="qkvo" if bias else "",
         causal=True, rope_base=rope(cfg), alibi=alibi,
     )  # fmt: skip
-    mlp = _ungated(cfg, "activation", "gelu", integer(cfg, "ffn_hidden_size", default=4 * d), bias)
-    parallel = new_arch or flag(cfg, "parallel_attn", True)
+    mlp = _ungated(cfg, "activation", "gelu", read_int(cfg, "ffn_hidden_size", default=4 * d), bias)
+    parallel = new_arch or read_flag(cfg, "parallel_attn", True)
     fields = {
         "positions": "none" if alibi else "rope", "norm": "layernorm", "norm_bias": True,
-        "norm_eps": number(cfg, "layer_norm_epsilon", default=1e-5), "parallel": parallel,
+        "norm_eps": read_float(cfg, "layer_norm_epsilon", default=1e-5), "parallel": parallel,
         "shared_norm": parallel and not new_arch,
-        "tied": flag(cfg, "tie_word_embeddings", True),
+        "tied": read_flag(cfg, "tie_word_embeddings", True),
     }  # fmt: skip
-    return [LayerSpec(attention, mlp)] * integer(cfg, "num_hidden_layers", "n_layer"), fields
+    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers", "n_layer"), fields
