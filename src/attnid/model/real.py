@@ -219,34 +219,37 @@ class RealModel:
 
 
 def tiny_spec(name: str):
-    """The ModelSpec of TINY[name]: through the config mapping, or written out for a class it does not map
-    (OPT: post-LN, tied, learned positions offset by 2, so rows 0 and 1 of its table are never read)."""
+    """The ModelSpec of TINY[name], through the config mapping, used on SEQ_LEN positions."""
     from ..hf.mapping import model_spec
-    from ..spec import AttentionSpec
-    from .spec import ModelSpec
 
-    if name != "opt_post_ln":
-        return model_spec(TINY[name][1], seq_len=SEQ_LEN)
-    attention = AttentionSpec(d_model=8, n_heads=2, biases="qkvo", causal=True)
-    return ModelSpec(
-        vocab_size=16, n_layers=2, attention=attention, d_ff=8, mlp="gelu", mlp_bias=True, norm_eps=1e-5,
-        norm_position="post", positions="learned", max_positions=SEQ_LEN + 2, seq_len=SEQ_LEN, tied=True, final_norm=False,
-    )  # fmt: skip
+    return model_spec(TINY[name][1], seq_len=SEQ_LEN)
 
 
 def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
     """The model `name` of TINY at a generic float64 point drawn from `seed`; eps overrides the norms' eps."""
+    class_name, cfg = TINY[name]
+    return build_real_model(class_name, cfg, seed, eps, name)
+
+
+def real_config(cfg: dict):
+    """The `transformers` config object of a config mapping (its model_type's own class, local code only):
+    eager attention, no special tokens (a pad row would lose its gradient), experts gathered per choice."""
     import transformers
 
-    class_name, cfg = TINY[name]
-    kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type"}
+    kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type" and not k.startswith("_")}
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
-    if any(key in cfg for key in ("num_local_experts", "num_experts", "n_routed_experts")):
+    if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
-    model = getattr(transformers, class_name)(config).to(DTYPE).eval()
+    return config
+
+
+def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:
+    """A real module made measurable: float64, eval, embeddings without a padding row, routers recording their
+    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms'."""
+    model = model.to(DTYPE).eval()
     for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.forward.expert_loads
-        if type(sub).__name__.lower().endswith("router"):
+        if type(sub).__name__.lower().endswith("router") and hasattr(sub, "num_experts"):
             sub.register_forward_hook(lambda module, args, out: record_choice(out[-1], module.num_experts))
     for sub in model.modules():
         if isinstance(sub, torch.nn.Embedding):
@@ -257,21 +260,35 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
             for attr in ("variance_epsilon", "eps"):
                 if isinstance(getattr(sub, attr, None), float):
                     setattr(sub, attr, eps)
+    return model
+
+
+def generic_point(model: torch.nn.Module, seed: int, gemma_gain: bool = False) -> tuple[list, list, torch.Tensor]:
+    """(names, shapes, theta) of a generic float64 point of `model`'s parameters (tied ones appear once): weights
+    N(0, 1/fan_in), embeddings N(0, 1), norm gains 1 + N(0, 0.3^2) (Gemma's w ~ N(0, 0.3^2)), biases N(0, 0.3^2)."""
+    from transformers.pytorch_utils import Conv1D
+
     gen = torch.Generator().manual_seed(int(seed))
+    conv = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, Conv1D)}  # weights stored (in, out)
     names, shapes, values = [], [], []
-    gemma = cfg["model_type"].startswith("gemma")
-    for pname, p in model.named_parameters():  # tied parameters appear once
+    for pname, p in model.named_parameters():
         sample = torch.randn(p.shape, generator=gen, dtype=DTYPE)
         if p.dim() == 1:
             is_gain = "norm" in pname.lower() or ".ln" in pname or pname.startswith("ln") and "bias" not in pname
             is_gain = is_gain and not pname.endswith("bias")
-            sample = (0.0 if gemma else 1.0) + 0.3 * sample if is_gain else 0.3 * sample
+            sample = (0.0 if gemma_gain else 1.0) + 0.3 * sample if is_gain else 0.3 * sample
         elif "emb" not in pname and "wte" not in pname and "wpe" not in pname:
-            fan_in = (
-                p.shape[0] if type(model).__name__.startswith("GPT2") else p.shape[-1]
-            )  # GPT-2's Conv1D is (in, out)
-            sample = sample / math.sqrt(fan_in)
+            sample = sample / math.sqrt(p.shape[0] if pname in conv else p.shape[-1])
         names.append(pname)
         shapes.append(tuple(p.shape))
         values.append(sample.reshape(-1))
-    return RealModel(name, model, names, shapes, torch.cat(values))
+    return names, shapes, torch.cat(values)
+
+
+def build_real_model(class_name: str, cfg: dict, seed: int = 0, eps: float | None = None, name: str = "") -> RealModel:
+    """The `transformers` class `class_name` built from the config mapping `cfg` at a generic float64 point."""
+    import transformers
+
+    model = prepare_module(getattr(transformers, class_name)(real_config(cfg)), eps)
+    names, shapes, theta = generic_point(model, seed, gemma_gain=cfg["model_type"].startswith("gemma"))
+    return RealModel(name or class_name, model, names, shapes, theta)

@@ -9,6 +9,7 @@ of its family, each fact with where it comes from:
     deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks)
     experts    the mixtures of experts of those
     gpt2       GPT-2
+    opt        OPT
     parallel   GPT-J, GPT-NeoX, Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM)
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from ...errors import SpecError
 from ...model.spec import ModelSpec
-from . import bert, bloom, deepseek, gpt2, llama, parallel
+from . import bert, bloom, deepseek, gpt2, llama, opt, parallel
 from .keys import read_int, read_str, refuse_if
 
 MAPPERS = {
@@ -39,6 +40,7 @@ MAPPERS = {
     **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), parallel.falcon),
     "bloom": bloom.bloom,
     "bert": bert.bert,
+    "opt": opt.opt,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -86,7 +88,7 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     if seq_len is None:
         seq_len = most if most is not None else DEFAULT_SEQ_LEN
-    max_positions = most or seq_len
+    max_positions = (most or seq_len) + fields.pop("position_offset", 0)  # rows before the offset are never read
     if fields["positions"] != "learned":  # no table: the model takes any length
         max_positions = max(max_positions, seq_len)
     return ModelSpec.from_layers(

@@ -2,7 +2,8 @@
 
 Attention and MLP read the same stream (h = h + Attn(Norm_1 h) + MLP(Norm_2 h)). What the classes fix:
 
-    GPT-J      one norm for both branches; q/k/v/out_proj without bias; rotary_dim (null: the whole head)
+    GPT-J      one norm for both branches; q/k/v/out_proj without bias; rotary_dim (null: the whole head);
+               the lm_head is a Linear with a bias (GPTJForCausalLM)
     GPT-NeoX   two norms when use_parallel_residual (default true), else sequential; rotary_pct (0.25);
                attention_bias (default true) on every projection
     Phi        one norm; biases on every projection; partial_rotary_factor (0.5); qk_layernorm: per-head
@@ -34,6 +35,7 @@ def gptj(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     fields = {
         "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_epsilon", default=1e-5),
         "parallel": True, "shared_norm": True, "tied": read_flag(cfg, "tie_word_embeddings", False),
+        "lm_head_bias": True,
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * n_layers, fields
 
