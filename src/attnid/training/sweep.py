@@ -62,7 +62,7 @@ def summary_row(wildcards: dict, cfg: RunConfig, summary: dict) -> dict:
     row.update(
         heads=int(row["heads"]),
         seed=int(row["seed"]),
-        algorithm=cfg.optimizer,
+        algorithm=cfg.algorithm,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
     )
