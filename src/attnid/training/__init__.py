@@ -9,5 +9,6 @@ stacked parameters), :mod:`.batched` (many runs of one job as one batched model 
 per-step measurements are kept and the table they become),
 :mod:`.job` (one workflow job: a task and optimizer's runs, grouped by shape), :mod:`.sweep`
 (per-run results -> summaries and checks), :mod:`.analysis` (the study's five questions: estimates
-with 95% intervals and the macros the paper cites; no torch). This file imports nothing that needs torch.
+with 95% intervals; no torch). Nothing here writes LaTeX: attnid.report formats what these modules
+measure. This file imports nothing that needs torch.
 """

@@ -53,7 +53,7 @@ from .tasks import STREAM_EVAL, STREAM_PROBE, TeacherStudent
 EXTRA_COLUMNS = ("imbalance_query_key", "imbalance_value_output", "overlap_gauge")
 COLUMNS = (*METRIC_COLUMNS[2:], *EXTRA_COLUMNS)  # the measurements kept per (run, step, layer)
 # what a step measures, NaN once the run diverged (the rest: held-out evaluation and constants)
-STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy", "lr") and not c.startswith("chance_"))
+STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy", "lr") and "chance" not in c)
 SHARED_FIELDS = ("task", "attention", "seq_len", "vocab", "pairs", "n_layers", "norm", "mlp_ratio", "algorithm",
                  "steps", "batch", "rebalance_interval", "probe_batch", "eval_every", "eval_batch", "metrics_every",
                  "device", "dtype")  # fmt: skip
@@ -173,8 +173,8 @@ class _Model:
                 loss.append(self._per_sample(out, y))
                 if self.recall:
                     correct.append(self._answer_logits(out).argmax(-1) == y)
-        M = inputs.shape[0]
-        accuracy = torch.cat(correct, 1).double().mean(1) if self.recall else torch.full((M,), math.nan, dtype=torch.float64)
+        nan = torch.full((inputs.shape[0],), math.nan, dtype=torch.float64)
+        accuracy = torch.cat(correct, 1).double().mean(1) if self.recall else nan
         return torch.cat(loss, 1).mean(1), accuracy
 
 

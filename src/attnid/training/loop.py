@@ -137,7 +137,8 @@ class _Run:
         self.probe = self.task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
         theta0 = [layer.theta.detach() for layer in self.layers]
         self.reference = [symmetry.imbalance_reference(self.spec, theta) for theta in theta0]  # conserved quantities
-        self.rows = measurement_tensors(METRIC_COLUMNS[2:], (cfg.steps, len(self.layers)), self.spec, cfg.lr, cfg.device)
+        shape = (cfg.steps, len(self.layers))
+        self.rows = measurement_tensors(METRIC_COLUMNS[2:], shape, self.spec, cfg.lr, cfg.device)
 
     def _evaluate(self) -> tuple[float, float]:
         with torch.no_grad():
@@ -211,7 +212,7 @@ class _Run:
         cfg, S = self.cfg, self.cfg.steps
         final_eval_loss, final_eval_accuracy = self._evaluate()
         if not math.isfinite(final_eval_loss):
-            raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S - 1}")
+            raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S-1}")
         metrics = metrics_table(self.rows, METRIC_COLUMNS[2:])
         summary = summarize(metrics)
         summary.update(

@@ -1,7 +1,8 @@
-"""The training sweep's results: per-run metrics -> run summaries -> checks, table and macros.
+"""The training sweep's results: per-run metrics -> run summaries -> checks and the overlap table.
 
 The run list and run configs are torch-free data (attnid.training.runs); this module turns what
-the runs measured into the aggregates the figures, tables and paper read.
+the runs measured into the aggregates the figures, tables and paper read (attnid.report writes
+them as LaTeX).
 
 Sanity checks (`sanity_checks`): what the geometry predicts, measured on the sweep's own numbers,
 never assumed:
@@ -17,7 +18,6 @@ import math
 
 import pandas as pd
 
-from ..report.latex import booktabs
 from .runs import RUN_KEYS, RunConfig
 
 
@@ -142,14 +142,3 @@ def overlap_table(summary: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(
         ["task", "optimizer", "heads"], key=lambda s: s.map(order) if s.name == "optimizer" else s
     ).reset_index(drop=True)
-
-
-def table_tex(table: pd.DataFrame) -> str:
-    """booktabs LaTeX of `overlap_table` with readable headers and scientific numbers."""
-    names = {"task": "task", "optimizer": "optimizer", "heads": "$H$", "overlap_none": "overlap",
-             "overlap_project": "overlap (project)", "overlap_balance": "overlap (balance)", "chance": "chance",
-             "final_eval_loss": "eval loss"}  # fmt: skip
-    shown = table.rename(columns=names)
-    formats = {names[c]: ".1e" for c in table.columns if c.startswith("overlap") or c == "final_eval_loss"}
-    formats[names["chance"]] = ".3f"
-    return booktabs(shown, formats=formats)
