@@ -134,7 +134,8 @@ def test_the_latex_helpers_import_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "from attnid.report.latex import number, macro_name\n"
-        "from attnid.report.macros import paper_citations, study_macros, training_macros\n"
+        "from attnid.report.macros import paper_citations, training_macros\n"
+        "from attnid.report.study import study_macros\n"
         "from attnid.report.tables import symmetry_table, training_table\n"
         "assert number(1234) == '1{,}234' and macro_name('a_b') == 'AB'\n"
     )

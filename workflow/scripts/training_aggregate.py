@@ -13,7 +13,8 @@ import pandas as pd
 
 from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to, read_result
 from attnid.report.latex import booktabs
-from attnid.report.macros import fragment, study_macros, training_macros
+from attnid.report.macros import fragment, training_macros
+from attnid.report.study import study_macros
 from attnid.report.tables import training_table
 from attnid.training import analysis
 from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table, sanity_checks

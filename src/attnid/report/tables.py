@@ -71,8 +71,8 @@ def check_number(x: float) -> str:
 
 
 def symmetry_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The symmetry checks' summary (attnid.symmetry.checks.summarize) with LaTeX cells: check, worst
-    value over the grid, bound, specs; the dim T = count row reads 'agreeing/specs' against 'all'."""
+    """The symmetry checks' summary (attnid.symmetry.checks.summarize_checks) with LaTeX cells: check,
+    worst value over the grid, bound, specs; the dim T = count row reads 'agreeing/specs' against 'all'."""
     rows = []
     for row in summary.itertuples():
         if row.direction == "=":  # the share of specs where dim T = count

@@ -137,7 +137,7 @@ SUMMARY = [
 ]
 
 
-def summarize(checks):
+def summarize_checks(checks: pd.DataFrame) -> pd.DataFrame:
     """The paper's short table: per property the worst value over the grid (max, or min for the changes that
     must be large), the bound, its direction and pass/fail; the first row is the share of specs with dim T = count."""
 

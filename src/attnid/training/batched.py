@@ -47,7 +47,7 @@ from .loop import build
 from .metrics import measurement_tensors, metrics_table
 from .optim import Optimizer, symmetry_blocks
 from .runs import METRIC_COLUMNS, RunConfig
-from .sweep import summarize
+from .sweep import summarize_run
 from .tasks import STREAM_EVAL, STREAM_PROBE, TeacherStudent
 
 EXTRA_COLUMNS = ("imbalance_query_key", "imbalance_value_output", "overlap_gauge")
@@ -323,14 +323,14 @@ class _Runs:
         return out
 
     def _summary(self, m: int, metrics: pd.DataFrame, final_loss: float, final_accuracy: float, seconds: float) -> dict:
-        """Run m's summary: attnid.training.sweep.summarize, the held-out numbers after the last step
+        """Run m's summary: attnid.training.sweep.summarize_run, the held-out numbers after the last step
         (NaN for a diverged run), ||I(theta_0)|| / scale averaged over the layers, sizes and time."""
         dead, L = int(self.diverged_step[m]) >= 0, len(self.layers)
         initial = {
             part: float(sum(ref["imbalance"][part][m].norm() / ref["scale"][part][m] for ref in self.references) / L)
             for part in symmetry.PARTS
         }
-        summary = summarize(metrics)
+        summary = summarize_run(metrics)
         summary.update(
             initial_imbalance_query_key=initial["query_key"],
             initial_imbalance_value_output=initial["value_output"],

@@ -63,7 +63,7 @@ from .determinism import deterministic
 from .metrics import measurement_tensors, metrics_table
 from .models import Student, TinyTransformer
 from .runs import METRIC_COLUMNS, RunConfig
-from .sweep import summarize
+from .sweep import summarize_run
 from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}  # RunConfig.dtype -> torch dtype
@@ -111,7 +111,7 @@ def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Run `cfg`; return (metrics, summary).
 
     metrics: one row per (step, attention layer), columns METRIC_COLUMNS (see the module docstring).
-    summary: final and mean values of the run (see `summarize`), its config, and its wall time.
+    summary: final and mean values of the run (attnid.training.sweep.summarize_run), its config and wall time.
     Raises RunDiverged (naming the run and step) when the training loss is not finite.
     """
     resolve_device(cfg.device)  # a clear DeviceError when the config asks for CUDA on a machine without it
@@ -214,7 +214,7 @@ class _Run:
         if not math.isfinite(final_eval_loss):
             raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S-1}")
         metrics = metrics_table(self.rows, METRIC_COLUMNS[2:])
-        summary = summarize(metrics)
+        summary = summarize_run(metrics)
         summary.update(
             final_eval_loss=final_eval_loss,
             final_eval_accuracy=final_eval_accuracy if self.task.has_accuracy else math.nan,

@@ -21,7 +21,7 @@ import pandas as pd
 from .runs import RUN_KEYS, RunConfig
 
 
-def summarize(metrics: pd.DataFrame) -> dict:
+def summarize_run(metrics: pd.DataFrame) -> dict:
     """Per-run numbers from the per-step metrics (means over steps and layers; NaN-aware)."""
     last_step = metrics[metrics["step"] == metrics["step"].max()]
 
