@@ -1,6 +1,6 @@
 """The five questions of the training study, answered from the sweep's tables (no torch).
 
-The estimates are numbers and tables; attnid.report.macros.study_macros writes the ones the paper cites.
+The estimates are numbers and tables; attnid.report.study.study_macros writes the ones the paper cites.
 
 Every estimate is a mean over seeds (or over paired runs) with a 95% t-interval,
 mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the same interval).

@@ -70,14 +70,14 @@ def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = Tr
     resolve_device(cfgs[0].device)
     with deterministic(cfgs[0].device):
         start = time.perf_counter()
-        runs = _Runs(cfgs, gauge)
+        state = _BatchedRuns(cfgs, gauge)
         base = cfgs[0]
         desc = f"{base.task}/{base.algorithm}/h{base.heads} x{len(cfgs)}"
         with tqdm(total=base.steps, desc=desc, disable=not progress, mininterval=2.0, ncols=100) as bar:
             for t in range(base.steps):
-                runs.step(t)
+                state.step(t)
                 bar.update()
-        return runs.results(start)
+        return state.results(start)
 
 
 def _check_batchable(cfgs: list[RunConfig]) -> None:
@@ -178,7 +178,7 @@ class _Model:
         return torch.cat(loss, 1).mean(1), accuracy
 
 
-class _Runs:
+class _BatchedRuns:
     """M runs of one shape as stacked state, and one method per part of a training step.
 
     params {name: (M, ...)}; `layers` the names of the attention layers' flat parameters theta
