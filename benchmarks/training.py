@@ -115,12 +115,12 @@ def precision(training: dict, keys: list[dict], steps: int | None, out: str | No
                       "max_paired_diff": paired, "float32_max": runs32.max(),
                       "float32_max_over_u": runs32.max() / UNIT_ROUNDOFF["float32"]})  # fmt: skip
     table = pd.DataFrame(table)
-    cfg = cfgs[0]
-    print(f"{cfg.task}/{cfg.optimizer} H={cfg.heads}: {len(cfgs)} runs x {cfg.steps} steps; CPU s float64 "
+    cfg, label = cfgs[0], keys[0]["optimizer"]
+    print(f"{cfg.task}/{label} H={cfg.heads}: {len(cfgs)} runs x {cfg.steps} steps; CPU s float64 "
           f"{cpu['float64']:.1f}, float32 {cpu['float32']:.1f} ({cpu['float64'] / cpu['float32']:.2f}x)")  # fmt: skip
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if out:
-        table.assign(task=cfg.task, optimizer=cfg.optimizer, heads=cfg.heads, steps=cfg.steps,
+        table.assign(task=cfg.task, optimizer=label, heads=cfg.heads, steps=cfg.steps,
                      cpu_float64=cpu["float64"], cpu_float32=cpu["float32"]).to_csv(out, index=False)  # fmt: skip
     return table
 

@@ -41,8 +41,8 @@ def assert_same_run(batched: pd.DataFrame, alone: pd.DataFrame, rtol: float = 1e
 
 
 @pytest.mark.parametrize("task", ["teacher_student", "recall"])
-@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "adam", "adamw"])
-def test_each_batched_run_equals_the_loop_alone(task, optimizer):
+@pytest.mark.parametrize("algorithm", ["sgd", "sgd_momentum", "adam", "adamw"])
+def test_each_batched_run_equals_the_loop_alone(task, algorithm):
     hyper = {
         "sgd": {"lr": 0.5, "weight_decay": 0.02},
         "sgd_momentum": {"lr": 0.05},
@@ -50,7 +50,7 @@ def test_each_batched_run_equals_the_loop_alone(task, optimizer):
         "adamw": {"lr": 0.01, "weight_decay": 0.1},
     }
     cfgs = [
-        tiny(task=task, optimizer=optimizer, seed=s, rebalance=m, **hyper[optimizer])
+        tiny(task=task, algorithm=algorithm, seed=s, rebalance=m, **hyper[algorithm])
         for s in (0, 1)
         for m in ("none", "project", "balance")
     ]
@@ -65,7 +65,7 @@ def test_each_batched_run_equals_the_loop_alone(task, optimizer):
 
 
 def test_a_diverged_run_is_recorded_and_leaves_the_others_untouched():
-    good, bad = tiny(optimizer="sgd", lr=0.5), tiny(optimizer="sgd", lr=1e200, seed=1)
+    good, bad = tiny(algorithm="sgd", lr=0.5), tiny(algorithm="sgd", lr=1e200, seed=1)
     (metrics, _), (bad_metrics, bad_summary) = train_batched([good, bad], progress=False)
     assert_same_run(metrics, train(good, progress=False)[0])
     assert bad_summary["diverged_step"] >= 0 and math.isnan(bad_summary["final_eval_loss"])
@@ -76,8 +76,8 @@ def test_shared_second_moment_keeps_updates_orthogonal_without_first_moment_and_
     """One second moment per symmetry block commutes with the group: with beta1 = 0 the update is a
     positive multiple of the gradient per block, orthogonal to the orbit; coordinatewise Adam is not."""
     spec = AttentionSpec(8, 2, n_kv_heads=1)
-    ((shared, _),) = train_batched([tiny(attention=spec, optimizer="adam_shared", lr=0.01, beta1=0.0)], progress=False)
-    ((adam, _),) = train_batched([tiny(attention=spec, optimizer="adam", lr=0.01, beta1=0.0)], progress=False)
+    ((shared, _),) = train_batched([tiny(attention=spec, algorithm="adam_shared", lr=0.01, beta1=0.0)], progress=False)
+    ((adam, _),) = train_batched([tiny(attention=spec, algorithm="adam", lr=0.01, beta1=0.0)], progress=False)
     assert shared["overlap_all"].max() < ROUNDING
     assert adam["overlap_all"].mean() > 1e-2
 
@@ -113,7 +113,7 @@ def test_gauge_overlap_does_not_depend_on_the_point_of_the_orbit():
 def test_weight_decay_shrinks_the_conserved_quantity_by_the_square_of_the_decay_factor():
     """I(theta - eta (g + lambda theta)) = (1 - eta lambda)^2 I(theta) + eta^2 (G_Q^T G_Q - G_K^T G_K): the
     cross term is the pairing of the gradient with the orbit, zero for an invariant loss."""
-    cfg = tiny(optimizer="sgd", lr=0.3, weight_decay=0.2, steps=1, metrics_every=1)
+    cfg = tiny(algorithm="sgd", lr=0.3, weight_decay=0.2, steps=1, metrics_every=1)
     from attnid.training.loop import build
 
     task, model = build(cfg)

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 import yaml
+
+from attnid.training.determinism import deterministic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,3 +42,14 @@ def test_training_job_is_identical_in_two_processes():
     first, second = _digest(cfg), _digest(cfg)
     assert len(first) == 64
     assert first == second, "the same training job gave different numbers in two processes"
+
+
+def test_deterministic_mode_fills_new_tensors_and_restores_the_setting():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    with deterministic("cpu"):
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.empty(16, dtype=torch.float64).isnan().all()  # never what an earlier allocation left
+    assert (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) == before
+    with pytest.raises(RuntimeError), deterministic("cpu"):
+        raise RuntimeError("a run that fails")
+    assert torch.are_deterministic_algorithms_enabled() == before[0]

@@ -13,6 +13,7 @@ from worktree import copy_tree
 
 from attnid import provenance
 from attnid.device import DeviceError, resolve_device
+from attnid.report.macros import provenance_macros
 
 CONFIG = "config/smoke.yaml"
 RESULTS = "results/smoke"  # results_dir of the smoke preset
@@ -97,7 +98,7 @@ def test_fingerprint_is_stable_and_complete(tmp_path, monkeypatch):
     rec = provenance.record(fp, tmp_path)
     assert rec["platform"]["cpu_count"] == os.cpu_count()
     assert rec["torch"]["cuda_available"] == torch.cuda.is_available()
-    assert set(provenance.macros(rec)) == {
+    assert set(provenance_macros(rec)) == {
         "ProvenanceCommit",
         "ProvenanceConfigHash",
         "ProvenanceTorch",

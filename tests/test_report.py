@@ -1,6 +1,7 @@
 """The report layer: one number formatter, one macro namer, the citation check, byte-stable figures,
 unreadable intermediates named with their rebuild command, and no torch in the LaTeX helpers."""
 
+import ast
 import math
 import subprocess
 import sys
@@ -134,10 +135,35 @@ def test_the_latex_helpers_import_without_torch():
         "import sys; sys.modules['torch'] = None\n"
         "from attnid.report.latex import number, macro_name\n"
         "from attnid.report.macros import paper_citations, training_macros\n"
+        "from attnid.report.study import study_macros\n"
+        "from attnid.report.tables import symmetry_table, training_table\n"
         "assert number(1234) == '1{,}234' and macro_name('a_b') == 'AB'\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_science_never_imports_the_report_layer():
+    """attnid.report reads results and formats them; no module outside it imports it (one way only)."""
+    package = ROOT / "src" / "attnid"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if (package / "report") in path.parents:
+            continue
+        tree = ast.parse(path.read_text())
+        depth = len(path.relative_to(package).parts) - 1  # how many dots reach attnid from this module
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # relative: resolve against attnid
+                    module = "attnid." + module if node.level == depth + 1 else f"<{node.level}>{module}"
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            if any(n == "attnid.report" or n.startswith("attnid.report.") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"science modules import attnid.report: {offenders}"
 
 
 def test_an_unreadable_result_names_the_rule_that_writes_it(tmp_path, monkeypatch):

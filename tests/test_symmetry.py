@@ -281,6 +281,18 @@ def adamw_drift(spec, theta, x, target, lr):
 
 
 @pytest.mark.parametrize("spec", [SPECS[1], SPECS[3], SPECS[6]], ids=ids([SPECS[1], SPECS[3], SPECS[6]]))
+def test_the_imbalance_reference_of_stacked_points_is_each_point_s(spec):
+    thetas = torch.stack([point(spec, seed) for seed in (1, 2, 3)])  # (3, P)
+    stacked = S.imbalance_reference(spec, thetas)
+    for m, theta in enumerate(thetas):
+        alone = S.imbalance_reference(spec, theta)
+        for part in S.PARTS:
+            assert stacked["scale"][part].shape == (3,) and alone["scale"][part].dim() == 0
+            assert stacked["scale"][part][m] == pytest.approx(alone["scale"][part].item(), rel=1e-14)
+            assert torch.allclose(stacked["imbalance"][part][m], alone["imbalance"][part], rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("spec", [SPECS[1], SPECS[3], SPECS[6]], ids=ids([SPECS[1], SPECS[3], SPECS[6]]))
 def test_gradient_descent_conserves_imbalance_to_second_order(spec):
     theta, x = point(spec, 5), inputs(spec, 6)
     target = torch.randn(x.shape, generator=torch.Generator().manual_seed(7), dtype=F64)

@@ -122,7 +122,7 @@ def test_a_float32_run_starts_from_the_float64_run_rounded():
 
 
 def test_metrics_have_the_contract_columns_and_shapes():
-    metrics, summary = train(tiny(task="recall", optimizer="adam", lr=1e-2), progress=False)
+    metrics, summary = train(tiny(task="recall", algorithm="adam", lr=1e-2), progress=False)
     assert list(metrics.columns) == list(METRIC_COLUMNS) == CONTRACT_METRICS[5:]
     assert len(metrics) == 12 * 2 and set(metrics["layer"]) == {0, 1}
     assert metrics["eval_loss"].notna().sum() == 2 * 4  # steps 0, 5, 10 and the last
@@ -137,10 +137,10 @@ def test_metrics_have_the_contract_columns_and_shapes():
 def test_plain_sgd_has_zero_overlap_and_momentum_adam_weight_decay_do_not():
     overlap = {}
     for name, changes in {
-        "sgd": {"optimizer": "sgd", "lr": 0.5},
-        "sgd_wd": {"optimizer": "sgd", "lr": 0.5, "weight_decay": 0.05},
-        "momentum": {"optimizer": "sgd_momentum", "lr": 0.05},
-        "adam": {"optimizer": "adam", "lr": 0.01},
+        "sgd": {"algorithm": "sgd", "lr": 0.5},
+        "sgd_wd": {"algorithm": "sgd", "lr": 0.5, "weight_decay": 0.05},
+        "momentum": {"algorithm": "sgd_momentum", "lr": 0.05},
+        "adam": {"algorithm": "adam", "lr": 0.01},
     }.items():
         metrics, _ = train(tiny(**changes), progress=False)
         overlap[name] = metrics["overlap_all"]
@@ -151,17 +151,17 @@ def test_plain_sgd_has_zero_overlap_and_momentum_adam_weight_decay_do_not():
 
 
 def test_project_removes_the_tangent_part_and_reports_it():
-    metrics, _ = train(tiny(optimizer="adam", lr=0.01, rebalance="project"), progress=False)
+    metrics, _ = train(tiny(algorithm="adam", lr=0.01, rebalance="project"), progress=False)
     assert metrics["overlap_all"].max() < ROUNDING
     assert metrics["overlap_query_key"].max() < ROUNDING and metrics["overlap_value_output"].max() < ROUNDING
     assert (metrics["rebalance_norm_removed"] > 1e-4).all()
     # the conserved quantities stay (nearly) conserved when every update is orthogonal to the orbit
-    free, _ = train(tiny(optimizer="adam", lr=0.01), progress=False)
+    free, _ = train(tiny(algorithm="adam", lr=0.01), progress=False)
     assert metrics["drift_query_key"].iloc[-1] < 0.2 * free["drift_query_key"].iloc[-1]
 
 
 def test_balance_keeps_the_function_and_zeroes_the_imbalance():
-    metrics, summary = train(tiny(task="recall", optimizer="adam", lr=1e-2, rebalance="balance"), progress=False)
+    metrics, summary = train(tiny(task="recall", algorithm="adam", lr=1e-2, rebalance="balance"), progress=False)
     events = metrics.dropna(subset=["rebalance_function_change"])
     assert sorted(events["step"].unique()) == [3, 7, 11]  # (t + 1) % 4 == 0
     assert len(events) == 3 * 2  # both layers at every rebalance
@@ -172,8 +172,8 @@ def test_balance_keeps_the_function_and_zeroes_the_imbalance():
 
 def test_same_config_gives_bit_identical_metrics():
     for cfg in (
-        tiny(optimizer="adamw", lr=1e-2, weight_decay=0.1, rebalance="balance"),
-        tiny(task="recall", optimizer="sgd_momentum", lr=0.05, rebalance="project"),
+        tiny(algorithm="adamw", lr=1e-2, weight_decay=0.1, rebalance="balance"),
+        tiny(task="recall", algorithm="sgd_momentum", lr=0.05, rebalance="project"),
     ):
         first, _ = train(cfg, progress=False)
         second, _ = train(cfg, progress=False)
@@ -183,27 +183,27 @@ def test_same_config_gives_bit_identical_metrics():
 
 
 def test_divergence_names_the_run_and_the_step():
-    cfg = tiny(optimizer="sgd", lr=1e200, name="ts/huge/none/h2/s0")
+    cfg = tiny(algorithm="sgd", lr=1e200, name="ts/huge/none/h2/s0")
     with pytest.raises(RunDiverged, match=r"run ts/huge/none/h2/s0 diverged: .* at step \d+"):
         train(cfg, progress=False)
 
 
 def test_metrics_every_thins_the_measurements_only():
-    every, _ = train(tiny(optimizer="adam", lr=0.01), progress=False)
-    thinned, _ = train(tiny(optimizer="adam", lr=0.01, metrics_every=5), progress=False)
+    every, _ = train(tiny(algorithm="adam", lr=0.01), progress=False)
+    thinned, _ = train(tiny(algorithm="adam", lr=0.01, metrics_every=5), progress=False)
     assert thinned["overlap_all"].notna().sum() == 4  # steps 0, 5, 10, 11
     pd.testing.assert_series_equal(every["loss"], thinned["loss"])  # same trajectory
 
 
 def test_bad_run_config_names_the_field():
-    with pytest.raises(ValueError, match="optimizer"):
-        RunConfig(optimizer="lbfgs")
+    with pytest.raises(ValueError, match="algorithm"):
+        RunConfig(algorithm="lbfgs")
     with pytest.raises(ValueError, match="rebalance"):
         RunConfig(rebalance="sometimes")
     with pytest.raises(TypeError, match="attention"):
         RunConfig(attention={"d_model": 8, "n_heads": 2})
     with pytest.raises(ValueError, match="adam_shared"):
-        train(tiny(optimizer="adam_shared", lr=0.01), progress=False)  # batched only
+        train(tiny(algorithm="adam_shared", lr=0.01), progress=False)  # batched only
 
 
 def test_run_config_holds_one_attention_spec():

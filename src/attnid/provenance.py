@@ -232,16 +232,3 @@ def record(fp: Mapping, root: str | Path = ".") -> dict:
         "torch": torch_runtime(),
         "built_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
-
-
-def macros(rec: Mapping) -> dict:
-    """LaTeX macro name -> text for the paper: short commit, dirty flag, short config hash, torch."""
-    git = rec["git"]
-    commit = (git["commit"] or "unknown")[:12] + ("-dirty" if git["dirty"] else "")
-    return {
-        "ProvenanceCommit": commit,
-        "ProvenanceConfigHash": rec["config_sha256"][:12],
-        "ProvenanceTorch": rec["packages"].get("torch") or "unknown",
-        "ProvenancePython": rec["python"],
-        "ProvenanceDevice": rec["device"],
-    }

@@ -4,9 +4,8 @@ and the paper's macros (\\ProvenanceCommit, \\ProvenanceConfigHash, ...) -> macr
 from pathlib import Path
 
 from attnid.io import atomic_write_json, atomic_write_text, log_to
-from attnid.provenance import fingerprint, fingerprint_sha256, macros, record
-from attnid.report.latex import escape
-from attnid.report.macros import fragment
+from attnid.provenance import fingerprint, fingerprint_sha256, record
+from attnid.report.macros import fragment, provenance_macros
 
 log = log_to(snakemake.log[0], "provenance")
 repo = Path(snakemake.scriptdir).resolve().parents[1]
@@ -15,8 +14,7 @@ if fingerprint_sha256(fp) != snakemake.params.fingerprint:
     log.warning("the fingerprint changed between planning and running this job (code or config edited meanwhile)")
 rec = record(fp, repo)
 atomic_write_json(snakemake.output.record, rec)
-values = {name: escape(value) for name, value in macros(rec).items()}
-atomic_write_text(snakemake.output.macros, fragment(values, "workflow/scripts/provenance.py"))
+atomic_write_text(snakemake.output.macros, fragment(provenance_macros(rec), "workflow/scripts/provenance.py"))
 log.info(
     "commit %s dirty=%s code %s config %s",
     rec["git"]["commit"],

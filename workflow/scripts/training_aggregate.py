@@ -12,9 +12,12 @@ import sys
 import pandas as pd
 
 from attnid.io import atomic_write_csv, atomic_write_parquet, atomic_write_text, log_to, read_result
+from attnid.report.latex import booktabs
 from attnid.report.macros import fragment, training_macros
+from attnid.report.study import study_macros
+from attnid.report.tables import training_table
 from attnid.training import analysis
-from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table, sanity_checks, table_tex
+from attnid.training.sweep import SUMMARY_COLUMNS, diverged_runs, overlap_table, sanity_checks
 
 log = log_to(snakemake.log[0], "training_aggregate")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -30,12 +33,13 @@ checks = sanity_checks(summary, rounding=params.checks["rounding"], nonzero=para
 table = overlap_table(analysis.ok(summary))
 decay = analysis.weight_decay_decay(metrics, summary)
 effects = analysis.effect_table(analysis.paired_differences(summary))
-values = training_macros(analysis.ok(summary)) | analysis.study_macros(summary, checks, lr_summary, decay, effects)
+values = training_macros(analysis.ok(summary)) | study_macros(summary, checks, lr_summary, decay, effects)
 
 atomic_write_parquet(out.summary, summary)
 atomic_write_parquet(out.metrics, metrics)
 atomic_write_csv(out.checks, checks)
-atomic_write_text(out.tex, table_tex(table))
+shown, formats = training_table(table)
+atomic_write_text(out.tex, booktabs(shown, formats=formats))
 atomic_write_csv(out.csv, table)
 atomic_write_parquet(out.decay, decay)
 atomic_write_parquet(out.effects, analysis.paired_differences(summary))

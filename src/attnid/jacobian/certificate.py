@@ -132,7 +132,6 @@ def certify(
     sizing = input_sizing(spec, oversample, seq_len=seq_len)
     theta, x = random_point(spec, sizing, seed, device, dtype)
     pos = position_ids(spec, sizing, seed, positions, x.device)
-    P = theta.numel()
     timings = {}
 
     def lap(name, t0):
@@ -140,61 +139,27 @@ def certify(
         log(f"[{spec.label}] {name}: {timings[f'seconds_{name}']:.1f} s, peak {peak_memory_bytes() / 2**30:.2f} GiB")
 
     t0 = time.perf_counter()
-    Q = orthonormal_basis(symmetry_directions(spec, theta, seed), rtol)  # (P, m) predicted null space
-    outside = outside_directions(spec, theta, seed)  # name -> (P,), directions J must see
-    U = torch.stack([vec / vec.norm() for vec in outside.values()], dim=1)  # (P, o)
-    m = Q.shape[1]
-    S = pivot_coordinates(Q).to(theta.device)
-    keep = torch.ones(P, dtype=torch.bool, device=theta.device)
-    keep[S] = False
-    rest = torch.nonzero(keep).squeeze(1)  # S^c, P - m coordinates
-    pivot_cond = float(torch.linalg.cond(Q[S])) if m else 1.0
+    null = _NullSpace(spec, theta, seed, rtol)
     lap("directions", t0)
-
-    # one pass over row blocks of J: the Gram of S^c (lower block triangle), its S columns, |J Q|^2, |J U|^2
     t0 = time.perf_counter()
-    n = rest.numel()
-    A = torch.zeros(n, n, dtype=theta.dtype, device=theta.device)  # J[:, S^c]^T J[:, S^c], lower block triangle
-    G_rs = torch.zeros(n, m, dtype=theta.dtype, device=theta.device)  # J[:, S^c]^T J[:, S]
-    G_ss = torch.zeros(m, m, dtype=theta.dtype, device=theta.device)  # J[:, S]^T J[:, S]
-    JQ2, JU2 = 0.0, torch.zeros(U.shape[1], dtype=theta.dtype, device=theta.device)
-    per_chunk = max(1, int(row_chunk_bytes // (sizing.seq_len * spec.d_model * P * theta.element_size())))
-    seconds_rows = 0.0  # of the gram pass, the time spent forming rows of J (autograd)
-    for i in range(0, x.shape[0], per_chunk):
-        t_rows = time.perf_counter()
-        rows = jacobian_rows(spec, theta, x[i : i + per_chunk], pos[i : i + per_chunk], frequencies)  # (rows_c, P)
-        seconds_rows += time.perf_counter() - t_rows
-        rest_rows, s_rows = rows[:, rest], rows[:, S]
-        accumulate_gram(A, rest_rows, block)
-        G_rs.addmm_(rest_rows.mT, s_rows)
-        G_ss.addmm_(s_rows.mT, s_rows)
-        JQ2 += float((rows @ Q).square().sum())
-        JU2 += (rows @ U).square().sum(0)
-        del rows, rest_rows, s_rows
-        log(f"[{spec.label}] gram: {min(i + per_chunk, x.shape[0])}/{x.shape[0]} sequences")
-    smax = math.sqrt(_largest_eigenvalue(A, G_rs, G_ss, block, seed))
+    gram = _Gram(spec, theta, x, pos, frequencies, null, block, row_chunk_bytes, log)
+    smax = math.sqrt(_largest_eigenvalue(gram.A, gram.G_rs, gram.G_ss, block, seed))
     dirs = {
-        "symmetry_rank": m,
-        "symmetry_residual": math.sqrt(JQ2) / smax,
-        "outside_min": float(JU2.sqrt().min()) / smax,
-        **{f"outside_{name}": float(v) / smax for name, v in zip(outside, JU2.sqrt())},
+        "symmetry_rank": null.m,
+        "symmetry_residual": math.sqrt(gram.JQ2) / smax,
+        "outside_min": float(gram.JU2.sqrt().min()) / smax,
+        **{f"outside_{name}": float(v) / smax for name, v in zip(null.outside, gram.JU2.sqrt())},
     }
     lap("gram", t0)
-    timings["seconds_jacobian_rows"] = seconds_rows
-
+    timings["seconds_jacobian_rows"] = gram.seconds_rows
     t0 = time.perf_counter()
-    delta = (cert_rtol * smax) ** 2
-    A.diagonal().sub_(delta)
-    info = torch.empty((), dtype=torch.int32, device=A.device)
-    L, _ = torch.linalg.cholesky_ex(A, out=(A, info))  # in place: lower triangle of A becomes L
-    certified = int(info) == 0
-    sigma_kept = math.sqrt(_smallest_eigenvalue(L, seed) + delta) / smax if certified else float("nan")
-    del L
+    certified, sigma_kept = _shifted_cholesky(gram.A, smax, cert_rtol, seed)
+    del gram
     lap("cholesky", t0)
 
     sigma_dropped = dirs["symmetry_residual"]
     row = {
-        "measured": m if certified and sigma_dropped <= rtol else None,
+        "measured": null.m if certified and sigma_dropped <= rtol else None,
         "sigma_kept": sigma_kept,
         "sigma_dropped": sigma_dropped,
         "gap": (math.log10(sigma_kept / sigma_dropped) if sigma_dropped > 0 else math.inf) if certified else math.nan,
@@ -203,7 +168,7 @@ def certify(
         "tokens_per_sequence": sizing.seq_len,
         "certified": certified,
         "cert_rtol": cert_rtol,
-        "pivot_condition": pivot_cond,
+        "pivot_condition": null.pivot_condition,
         **dirs,
         **timings,
         "peak_memory_bytes": peak_memory_bytes(),  # host (VmHWM)
@@ -213,3 +178,56 @@ def certify(
     row["threads"] = torch.get_num_threads()
     row["seconds"] = time.perf_counter() - start
     return row
+
+
+class _NullSpace:
+    """Step (1) and (2): Q (P, m) orthonormal on the predicted null space, U (P, o) the unit outside
+    directions J must see (by name in `outside`), the pivot coordinates S and the rest S^c (P - m,)."""
+
+    def __init__(self, spec: AttentionSpec, theta: torch.Tensor, seed: int, rtol: float):
+        self.Q = orthonormal_basis(symmetry_directions(spec, theta, seed), rtol)  # (P, m)
+        self.outside = outside_directions(spec, theta, seed)  # name -> (P,)
+        self.U = torch.stack([vec / vec.norm() for vec in self.outside.values()], dim=1)  # (P, o)
+        self.m = self.Q.shape[1]
+        self.S = pivot_coordinates(self.Q).to(theta.device)
+        keep = torch.ones(theta.numel(), dtype=torch.bool, device=theta.device)
+        keep[self.S] = False
+        self.rest = torch.nonzero(keep).squeeze(1)  # S^c
+        self.pivot_condition = float(torch.linalg.cond(self.Q[self.S])) if self.m else 1.0
+
+
+class _Gram:
+    """One pass over row blocks of J (per-sequence jacrev): A = J[:, S^c]^T J[:, S^c] (lower block
+    triangle), G_rs = J[:, S^c]^T J[:, S], G_ss = J[:, S]^T J[:, S], JQ2 = ||J Q||_F^2 and JU2 (o,) the
+    squared norms of J U; seconds_rows is the part of the pass spent forming rows of J (autograd)."""
+
+    def __init__(self, spec, theta, x, pos, frequencies, null: _NullSpace, block: int, row_chunk_bytes: float, log):
+        n, m, P, like = null.rest.numel(), null.m, theta.numel(), {"dtype": theta.dtype, "device": theta.device}
+        self.A, self.G_rs, self.G_ss = torch.zeros(n, n, **like), torch.zeros(n, m, **like), torch.zeros(m, m, **like)
+        self.JQ2, self.JU2 = 0.0, torch.zeros(null.U.shape[1], **like)
+        per_chunk = max(1, int(row_chunk_bytes // (x.shape[1] * spec.d_model * P * theta.element_size())))
+        self.seconds_rows = 0.0
+        for i in range(0, x.shape[0], per_chunk):
+            t_rows = time.perf_counter()
+            rows = jacobian_rows(spec, theta, x[i : i + per_chunk], pos[i : i + per_chunk], frequencies)  # (rows_c, P)
+            self.seconds_rows += time.perf_counter() - t_rows
+            rest_rows, s_rows = rows[:, null.rest], rows[:, null.S]
+            accumulate_gram(self.A, rest_rows, block)
+            self.G_rs.addmm_(rest_rows.mT, s_rows)
+            self.G_ss.addmm_(s_rows.mT, s_rows)
+            self.JQ2 += float((rows @ null.Q).square().sum())
+            self.JU2 += (rows @ null.U).square().sum(0)
+            del rows, rest_rows, s_rows
+            log(f"[{spec.label}] gram: {min(i + per_chunk, x.shape[0])}/{x.shape[0]} sequences")
+
+
+def _shifted_cholesky(A: torch.Tensor, smax: float, cert_rtol: float, seed: int) -> tuple[bool, float]:
+    """Step (3): Cholesky of A - delta I, delta = (cert_rtol sigma_max)^2, in place (A's lower triangle
+    becomes the factor L); (certified, sigma_kept = sqrt(lambda_min(L L^T) + delta) / sigma_max)."""
+    delta = (cert_rtol * smax) ** 2
+    A.diagonal().sub_(delta)
+    info = torch.empty((), dtype=torch.int32, device=A.device)
+    L, _ = torch.linalg.cholesky_ex(A, out=(A, info))
+    certified = int(info) == 0
+    sigma_kept = math.sqrt(_smallest_eigenvalue(L, seed) + delta) / smax if certified else float("nan")
+    return certified, sigma_kept

@@ -67,33 +67,28 @@ class Sizing:
 
     info_per_token: int  # min(d, H d_v + 1, H (T - 1) [/2 if causal]): equations one token's output can carry
     tokens: int  # N = ceil(oversample * P / info)
-    seq_len: int  # T = max(min_seq_len, p + 2, ceil(d / H [x2 if causal]) + 1), or the caller's T
+    seq_len: int  # T = max(3, p + 2, ceil(d / H [x2 if causal]) + 1) (measurement_seq_len), or the caller's T
     batch: int  # B = max(2, ceil(N / T)) sequences (two at least, so that half the batch is a batch)
 
 
-def default_seq_len(spec: AttentionSpec, min_seq_len: int = 3) -> int:
-    """T = max(min_seq_len, p + 2, ceil(c d / H) + 1), c = 2 if causal else 1."""
+def measurement_seq_len(spec: AttentionSpec) -> int:
+    """The T a measurement uses unless the caller fixes it: max(3, p + 2, ceil(c d / H) + 1), c = 2 if
+    causal else 1, so that the attention rows do not limit the information per token and every rotary
+    frequency is seen (module docstring). Not T_min, the least T the count holds at (attnid.counting)."""
     causal = 2 if spec.causal else 1
-    return max(min_seq_len, spec.rope_dims + 2, math.ceil(causal * spec.d_model / spec.n_heads) + 1)
+    return max(3, spec.rope_dims + 2, math.ceil(causal * spec.d_model / spec.n_heads) + 1)
 
 
-def input_sizing(
-    spec: AttentionSpec, oversample: float = 3.0, min_seq_len: int = 3, seq_len: int | None = None
-) -> Sizing:
+def input_sizing(spec: AttentionSpec, oversample: float = 3.0, seq_len: int | None = None) -> Sizing:
     """Tokens and sequence length by information per token (rule in the module docstring)."""
     if not oversample > 0:
         raise ValueError(f"oversample: must be positive, got {oversample}")
-    P, d, H = spec_params(spec), spec.d_model, spec.n_heads
+    P, d, H = spec.n_params, spec.d_model, spec.n_heads
     causal = 2 if spec.causal else 1  # a causal query sees (T - 1) / 2 other keys on average
-    T = default_seq_len(spec, min_seq_len) if seq_len is None else int(seq_len)
+    T = measurement_seq_len(spec) if seq_len is None else int(seq_len)
     info = max(1, min(d, H * spec.d_head_v + 1, H * (T - 1) // causal))
     tokens = math.ceil(oversample * P / info)
     return Sizing(info, tokens, T, max(2, math.ceil(tokens / T)))
-
-
-def spec_params(spec: AttentionSpec) -> int:
-    """P by arithmetic (the layout's block sizes; no tensor is allocated)."""
-    return Layout(spec).size
 
 
 def slowest_frequency(spec: AttentionSpec) -> float:
@@ -153,7 +148,7 @@ class Cost:
 
 def estimate_cost(spec: AttentionSpec, method: str, oversample: float, seq_len: int | None = None) -> Cost:
     """Memory and time of one measurement of `spec` by `method`, from arithmetic only."""
-    P = spec_params(spec)
+    P = spec.n_params
     sizing = input_sizing(spec, oversample, seq_len=seq_len)
     rows = sizing.batch * sizing.seq_len * spec.d_model
     # one forward pass over a sequence: the projections and the T x T scores and mixing of every head

@@ -37,7 +37,7 @@ from ..spec import AttentionSpec
 from .certificate import certify
 from .dense import RANK_RTOL, measure
 from .directions import direction_checks
-from .sizing import DTYPE, POSITION_RULES, estimate_cost, spec_params
+from .sizing import DTYPE, POSITION_RULES, estimate_cost
 
 DENSE_MAX_PARAMS = 6000  # above this, the certificate (a dense float64 SVD of 3P x P takes minutes)
 MIN_MARGIN = 2.0  # decades of the smallest kept singular value over RANK_RTOL needed to decide
@@ -150,7 +150,7 @@ def verify(
         spec = dataclasses.replace(spec, seq_len=seq_len)  # the count checks T against its T_min
     seq_len = spec.seq_len
     if method == "auto":
-        method = "dense" if spec_params(spec) <= dense_max_params else "certificate"
+        method = "dense" if spec.n_params <= dense_max_params else "certificate"
     oversample = oversample if oversample is not None else (3.0 if method == "dense" else 1.25)
     cost = estimate_cost(spec, method, oversample, seq_len)
     if cost.bytes > max_memory_gb * 2**30:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .latex import defined_names, macro_name, macros, number
+from .latex import defined_names, escape, macro_name, macros, number
 from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
 PAPER_TASKS = ("teacher_student", "recall")  # the paper's prose names both tasks; a preset may run one
@@ -134,6 +134,21 @@ def combine(fragments: Mapping[str, str]) -> str:
 def text_number(x: float) -> str:
     """A number in the paper's running text: 2 decimals from 1 up, 3 significant digits below."""
     return number(x, decimals=2)
+
+
+def provenance_macros(record: Mapping) -> dict[str, str]:
+    """The build's provenance in the paper (attnid.provenance.record): the short commit with a dirty flag,
+    the short config hash, the torch and Python versions and the device, as escaped LaTeX text."""
+    git = record["git"]
+    commit = (git["commit"] or "unknown")[:12] + ("-dirty" if git["dirty"] else "")
+    values = {
+        "ProvenanceCommit": commit,
+        "ProvenanceConfigHash": record["config_sha256"][:12],
+        "ProvenanceTorch": record["packages"].get("torch") or "unknown",
+        "ProvenancePython": record["python"],
+        "ProvenanceDevice": record["device"],
+    }
+    return {name: escape(value) for name, value in values.items()}
 
 
 def verification_macros(verification: pd.DataFrame) -> dict[str, str]:

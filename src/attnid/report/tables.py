@@ -1,14 +1,17 @@
-"""The paper's tables of counts, built from result frames: one function per table.
+"""The paper's tables, built from result frames: one function per table.
 
-Each function takes the frame a rule wrote (results/<preset>/counting/*.csv) and returns
-(table, formats): the table as printed (LaTeX column titles) and a format spec per numeric
-column, for :func:`attnid.report.latex.write_table`. No torch, pandas only; nothing is counted
-here, the numbers come from :mod:`attnid.counting`.
+Each function takes the frame a rule wrote (results/<preset>/counting/*.csv, the symmetry checks'
+summary, the training sweep's overlap table) and returns the table as printed (LaTeX column titles)
+and, for numeric cells, a format spec per column, for :func:`attnid.report.latex.booktabs` /
+:func:`attnid.report.latex.write_table`. No torch, pandas only; nothing is measured here, the
+numbers come from :mod:`attnid.counting`, :mod:`attnid.symmetry.checks` and :mod:`attnid.training.sweep`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from .latex import number
 
 
 def counting_table(ratios: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -59,3 +62,35 @@ def architectures_table(architectures: pd.DataFrame) -> tuple[pd.DataFrame, dict
         }
     )
     return table, {"Attn. params": ",d", "Unidentified": ",d", "Share (\\%)": ".3f"}
+
+
+def check_number(x: float) -> str:
+    r"""A measured check value or its bound: plain for 0.01 <= |x| < 1000 (and 0), else
+    \ensuremath{m\times10^{e}}; 'n/a' for NaN (:func:`attnid.report.latex.number`)."""
+    return number(x, plain=(1e-2, 1e3))
+
+
+def symmetry_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The symmetry checks' summary (attnid.symmetry.checks.summarize_checks) with LaTeX cells: check,
+    worst value over the grid, bound, specs; the dim T = count row reads 'agreeing/specs' against 'all'."""
+    rows = []
+    for row in summary.itertuples():
+        if row.direction == "=":  # the share of specs where dim T = count
+            worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
+        else:
+            worst, bound = check_number(row.worst), f"${row.direction}$ " + check_number(row.bound)
+        rows.append(
+            {"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)}
+        )
+    return pd.DataFrame(rows)
+
+
+def training_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The training sweep's overlap table (attnid.training.sweep.overlap_table) with readable headers;
+    overlaps and losses in scientific notation, the chance level with three decimals."""
+    names = {"task": "task", "optimizer": "optimizer", "heads": "$H$", "overlap_none": "overlap",
+             "overlap_project": "overlap (project)", "overlap_balance": "overlap (balance)", "chance": "chance",
+             "final_eval_loss": "eval loss"}  # fmt: skip
+    formats = {names[c]: ".1e" for c in table.columns if c.startswith("overlap") or c == "final_eval_loss"}
+    formats[names["chance"]] = ".3f"
+    return table.rename(columns=names), formats

@@ -13,6 +13,7 @@ from .conserved import imbalance, imbalance_drift, imbalance_reference
 from .group import act, act_heads, commutant, commutant_basis, group_element, orbit_tangent, permute_heads
 from .linalg import GRAM_RTOL, GRAM_RTOL_FLOAT32
 from .projector import (
+    OVERLAP_KEYS,
     ProductKernel,
     Projector,
     basis,
@@ -37,7 +38,7 @@ from .stacks import (
 )
 
 __all__ = [
-    "COMPUTE_DTYPE", "GRAM_RTOL", "GRAM_RTOL_FLOAT32", "PARTS", "PART_BLOCKS", "ProductKernel", "Projector",
+    "COMPUTE_DTYPE", "GRAM_RTOL", "GRAM_RTOL_FLOAT32", "OVERLAP_KEYS", "PARTS", "PART_BLOCKS", "ProductKernel", "Projector",
     "act", "act_heads", "balance", "balance_product", "basis", "chance_overlap", "commutant", "commutant_basis",
     "group_element", "imbalance", "imbalance_drift", "imbalance_reference", "o_stack", "o_stack_t", "o_unstack_t",
     "orbit_tangent", "overlap", "part_mask", "permute_heads", "project", "project_out", "qk_stack", "qk_unstack",

@@ -1,8 +1,8 @@
 """Checks of the symmetry toolkit on a grid of specs (results/symmetry/checks.csv) and their summary.
 
 Each property of :mod:`attnid.symmetry` (group action, projection, balance) is measured at a random
-float64 point and compared with a bound; the workflow writes the rows, a summary table for the
-paper and macros.
+float64 point and compared with a bound; the workflow writes the rows and their summary, which
+attnid.report turns into the paper's table and macros.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import torch
 from ..attention import attention
 from ..counting import count
 from ..layout import Layout
-from ..report.latex import number
 from ..spec import AttentionSpec, parse_rope
 from .balance import balance
 from .conserved import imbalance
@@ -138,7 +137,7 @@ SUMMARY = [
 ]
 
 
-def summarize(checks):
+def summarize_checks(checks: pd.DataFrame) -> pd.DataFrame:
     """The paper's short table: per property the worst value over the grid (max, or min for the changes that
     must be large), the bound, its direction and pass/fail; the first row is the share of specs with dim T = count."""
 
@@ -166,25 +165,5 @@ def summarize(checks):
                 "passed": passed,
                 "specs": len(values),
             }
-        )
-    return pd.DataFrame(rows)
-
-
-def latex_number(x: float) -> str:
-    """3.1e-16 -> '\\ensuremath{3.1\\times10^{-16}}' (plain for 0.01 <= |x| < 1000 or 0, 'n/a' for nan)."""
-    return number(x, plain=(1e-2, 1e3))
-
-
-def summary_latex(summary):
-    """The summary table with LaTeX-formatted cells (columns: check, worst over the grid, bound, specs)."""
-
-    rows = []
-    for row in summary.itertuples():
-        if row.direction == "=":  # the share of specs where dim T = count
-            worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
-        else:
-            worst, bound = latex_number(row.worst), f"${row.direction}$ " + latex_number(row.bound)
-        rows.append(
-            {"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)}
         )
     return pd.DataFrame(rows)

@@ -33,24 +33,25 @@ def imbalance(spec: AttentionSpec, theta: torch.Tensor) -> dict:
 
 
 def imbalance_reference(spec: AttentionSpec, theta0: torch.Tensor) -> dict:
-    """What :func:`imbalance_drift` needs of theta0, computed once: {"imbalance": ..., "scale": ...}."""
+    """What :func:`imbalance_drift` needs of theta0 (..., P), computed once: {"imbalance": ..., "scale": ...}.
+
+    scale (...,) = ||Q^T Q||_F + ||K^T K||_F (query_key), ||V^T V||_F + ||O^T O||_F (value_output), the
+    norms over all groups; for stacked points theta0 (M, P) one scale per point (M,).
+    """
     w = blocks64(spec, theta0)
     Q, K = qk_stack(spec, w)
     V, O = vo_stack(spec, w)
-    scale = {
-        "query_key": ((Q.mT @ Q).norm() + (K.mT @ K).norm()).item(),
-        "value_output": ((V.mT @ V).norm() + (O.mT @ O).norm()).item(),
-    }
+    gram = lambda x: (x.mT @ x).flatten(-3).norm(dim=-1)  # (..., G, n, k) -> (...,): ||x^T x||_F over the groups
+    scale = {"query_key": gram(Q) + gram(K), "value_output": gram(V) + gram(O)}
     return {"imbalance": imbalance(spec, theta0), "scale": scale}
 
 
 def imbalance_drift(
     spec: AttentionSpec, theta0: torch.Tensor | None, theta1: torch.Tensor, reference: dict | None = None
 ) -> dict:
-    """Relative change of the conserved quantities: ||I(theta1) - I(theta0)||_F / scale(theta0).
+    """Relative change of the conserved quantities at one point: ||I(theta1) - I(theta0)||_F / scale(theta0).
 
-    scale = ||Q^T Q||_F + ||K^T K||_F (query_key) or ||V^T V||_F + ||O^T O||_F (value_output) at
-    theta0 (over all groups), which stays away from zero even at a balanced point where I = 0.
+    scale (:func:`imbalance_reference`) stays away from zero even at a balanced point where I = 0.
     `reference` = imbalance_reference(spec, theta0) skips recomputing theta0's part (theta0 may then be None).
     """
     ref = reference or imbalance_reference(spec, theta0)

@@ -55,6 +55,8 @@ from .stacks import (
     qk_unstack,
 )
 
+OVERLAP_KEYS = ("all", *PARTS)  # what :func:`overlap` measures: the whole vector, then each part
+
 
 def subspace_dim(spec: AttentionSpec, part: str | None = None) -> int:
     """dim T (or of one part) from attnid.counting: query_key = query_key + key_bias, value_output = value_output + value_bias."""
@@ -311,7 +313,8 @@ def project_out(spec: AttentionSpec, theta: torch.Tensor, update: torch.Tensor) 
 
 
 def overlap(spec: AttentionSpec, theta: torch.Tensor, vec: torch.Tensor, projector: Projector | None = None) -> dict:
-    """||P_T v|| / ||v|| overall ('all') and per part (||P_part v_part|| / ||v_part||); nan for a zero vector.
+    """||P_T v|| / ||v|| overall ('all') and per part (||P_part v_part|| / ||v_part||), keyed by
+    OVERLAP_KEYS; nan for a zero vector.
 
     Pass `projector` (a :class:`Projector` at theta) to reuse its set-up.
     """

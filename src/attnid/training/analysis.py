@@ -1,5 +1,7 @@
 """The five questions of the training study, answered from the sweep's tables (no torch).
 
+The estimates are numbers and tables; attnid.report.study.study_macros writes the ones the paper cites.
+
 Every estimate is a mean over seeds (or over paired runs) with a 95% t-interval,
 mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the same interval).
 
@@ -25,9 +27,6 @@ import math
 
 import numpy as np
 import pandas as pd
-
-from ..report.latex import macro_name, number
-from ..report.names import OPTIMIZER_NAMES, TASK_NAMES
 
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
@@ -162,82 +161,3 @@ def effect_table(diffs: pd.DataFrame) -> pd.DataFrame:
                 {"task": task, "optimizer": opt, "rebalance": mode, "measure": measure, **e, "excludes_zero": excludes}
             )
     return pd.DataFrame(rows)
-
-
-# Macros ----------------------------------------------------------------------------------------
-def interval_text(e: dict) -> str:
-    """'mean [low, high]' for running text (numbers by attnid.report.latex.number); 'n/a' when not measured."""
-    if not math.isfinite(e["mean"]):
-        return "n/a"
-    return rf"\ensuremath{{{number(e['mean'])}\ [{number(e['low'])}, {number(e['high'])}]}}"
-
-
-SLOPE_OPTIMIZERS = (
-    "sgd_wd",
-    "sgd_momentum",
-    "adam",
-    "adam_shared",
-    "adamw",
-)  # every macro exists in every preset ('n/a')
-TASK_PREFIX = {"teacher_student": "", "recall": "Recall"}
-
-
-def study_macros(
-    summary: pd.DataFrame, checks: pd.DataFrame, lr_summary: pd.DataFrame, decay: pd.DataFrame, effects: pd.DataFrame
-) -> dict:
-    r"""The study's numbers that Section 5 cites, {name: LaTeX}; the same names in every preset (a number
-    a preset does not measure reads 'n/a'). The sweep's size and lists come from
-    attnid.report.macros.training_macros."""
-    good = ok(summary)
-    free = good[good["rebalance"] == "none"]
-    values = {
-        "TrainingDiverged": number(int(summary["diverged"].sum())),
-        "TrainingChecksPassed": f"{int(checks['passed'].sum())}/{len(checks)}",
-    }
-    # 1. overlap against H: slope of log overlap on log H (chance: -1/2)
-    slopes = heads_slopes(summary)
-    for opt in SLOPE_OPTIMIZERS:
-        sel = slopes[(slopes["task"] == "teacher_student") & (slopes["optimizer"] == opt)]
-        values[macro_name("OverlapSlope", opt)] = interval_text(estimate(sel["slope"]))
-    # 2. weight decay: predicted vs measured imbalance after the last step; overlap with and without balancing
-    qk = decay[decay["part"] == "query_key"]
-    last = qk[qk["step"] == qk["step"].max()]
-    values["WeightDecayPredicted"] = number(last["predicted"].mean(), digits=4)
-    values["WeightDecayMeasured"] = number(last["measured"].mean(), digits=4)
-    wd = good[(good["task"] == "teacher_student") & (good["algorithm"] == "sgd") & (good["weight_decay"] > 0)]
-    for mode in ("none", "balance"):
-        values[macro_name("OverlapWeightDecay", mode)] = number(
-            wd.loc[wd["rebalance"] == mode, "mean_overlap_all"].mean()
-        )
-    slopes = lr_slopes(lr_summary)
-    for part in ("query_key", "value_output"):
-        values[macro_name("ConservationSlope", part)] = interval_text(
-            estimate(slopes.loc[slopes["part"] == part, "slope"])
-        )
-    # 3. Adam against one second moment per symmetry block (overlap; held-out loss paired by H and seed)
-    for task, prefix in TASK_PREFIX.items():
-        g = free[free["task"] == task]
-        for opt in ("adam", "adam_shared", "sgd_momentum"):
-            values[macro_name("Overlap", prefix, opt)] = number(g.loc[g["optimizer"] == opt, "mean_overlap_all"].mean())
-        adam = g[g["optimizer"] == "adam"].set_index(["heads", "seed"])["final_eval_loss"]
-        shared = g[g["optimizer"] == "adam_shared"].set_index(["heads", "seed"])["final_eval_loss"]
-        values[macro_name("AdamSharedLossRatio", prefix)] = interval_text(estimate(np.log10(shared / adam).dropna()))
-    # 4. the gauge-invariant overlap, Adam on the teacher-student task, with and without balancing
-    ts = good[(good["task"] == "teacher_student") & (good["optimizer"] == "adam")]
-    values["OverlapAdamBalance"] = number(ts.loc[ts["rebalance"] == "balance", "mean_overlap_all"].mean())
-    for mode in ("none", "balance"):
-        values[macro_name("GaugeOverlapAdam", mode)] = number(
-            ts.loc[ts["rebalance"] == mode, "mean_overlap_gauge"].mean()
-        )
-    # 5. rebalancing and optimisation: cells whose paired interval excludes zero, and which
-    for measure, name in (("log_eval_loss", "Loss"), ("steps_to_target", "Time")):
-        sel = effects[effects["measure"] == measure]
-        values[macro_name("EffectCells", name)] = number(len(sel))
-        values[macro_name("EffectSignificant", name)] = number(int(sel["excludes_zero"].sum()))
-        listed = [
-            f"{TASK_NAMES.get(r.task, r.task)}, {OPTIMIZER_NAMES.get(r.optimizer, r.optimizer)}, {r.rebalance}: "
-            + interval_text({"mean": r.mean, "low": r.low, "high": r.high})
-            for r in sel[sel["excludes_zero"]].itertuples()
-        ]
-        values[macro_name("EffectSignificantList", name)] = "; ".join(listed) or "none"
-    return values

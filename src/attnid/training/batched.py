@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 import time
 
 import pandas as pd
@@ -43,17 +42,42 @@ from .. import symmetry
 from ..attention import attention
 from ..device import resolve_device
 from ..layout import Layout
-from .loop import PARTS, _Deterministic, build
+from .determinism import deterministic
+from .loop import build
+from .metrics import measurement_tensors, metrics_table
 from .optim import Optimizer, symmetry_blocks
 from .runs import METRIC_COLUMNS, RunConfig
-from .sweep import summarize
+from .sweep import summarize_run
 from .tasks import STREAM_EVAL, STREAM_PROBE, TeacherStudent
 
 EXTRA_COLUMNS = ("imbalance_query_key", "imbalance_value_output", "overlap_gauge")
-SHARED_FIELDS = ("task", "attention", "seq_len", "vocab", "pairs", "n_layers", "norm", "mlp_ratio", "optimizer",
+COLUMNS = (*METRIC_COLUMNS[2:], *EXTRA_COLUMNS)  # the measurements kept per (run, step, layer)
+# what a step measures, NaN once the run diverged (the rest: held-out evaluation and constants)
+STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy", "lr") and "chance" not in c)
+SHARED_FIELDS = ("task", "attention", "seq_len", "vocab", "pairs", "n_layers", "norm", "mlp_ratio", "algorithm",
                  "steps", "batch", "rebalance_interval", "probe_batch", "eval_every", "eval_batch", "metrics_every",
                  "device", "dtype")  # fmt: skip
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
+
+
+def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
+    """Train every run of `cfgs` together; return (metrics, summary) per run, as attnid.training.loop.train.
+
+    summary also holds `diverged_step` (-1 when the run never diverged). gauge=False skips the
+    gauge-invariant overlap (NaN), e.g. to time the same measurements as the loop.
+    """
+    _check_batchable(cfgs)
+    resolve_device(cfgs[0].device)
+    with deterministic(cfgs[0].device):
+        start = time.perf_counter()
+        state = _BatchedRuns(cfgs, gauge)
+        base = cfgs[0]
+        desc = f"{base.task}/{base.algorithm}/h{base.heads} x{len(cfgs)}"
+        with tqdm(total=base.steps, desc=desc, disable=not progress, mininterval=2.0, ncols=100) as bar:
+            for t in range(base.steps):
+                state.step(t)
+                bar.update()
+        return state.results(start)
 
 
 def _check_batchable(cfgs: list[RunConfig]) -> None:
@@ -101,6 +125,236 @@ class _Data:
         return self._stack([b.inputs for b in batches], [b.targets for b in batches])
 
 
+class _Model:
+    """The runs' common architecture as a function of their stacked parameters {name: (M, ...)}.
+
+    The output of run m is functional_call(module, (params_m, buffers_m), inputs_m), vmapped over m.
+    Losses per run, means over its batch: teacher-student, the squared error over every output entry;
+    recall, the cross-entropy of the value tokens' logits at the query (last) position, which is all
+    the model computes for a training step (`last_only`).
+    """
+
+    def __init__(self, module: torch.nn.Module, buffers: dict, recall: bool, vocab: int):
+        self.module = copy.deepcopy(module).to("meta")  # the architecture; parameters come from the caller
+        self.buffers, self.recall, self.vocab = buffers, recall, vocab
+        self.read_last = {"last_only": True} if recall else {}
+
+    def outputs(self, params: dict, inputs: torch.Tensor, members: list[int] | None = None) -> torch.Tensor:
+        """The whole output of the runs `members` (all runs when None; params are theirs) on inputs (m, B, ...)."""
+        buffers = self.buffers if members is None else {n: v[members] for n, v in self.buffers.items()}
+        return vmap(lambda pm, bm, x: functional_call(self.module, (pm, bm), (x,)))(params, buffers, inputs)
+
+    def _forward(self, params: dict, inputs: torch.Tensor) -> torch.Tensor:  # (M, B, T, d) or (M, B, 1, n_tokens)
+        read = lambda pm, bm, x: functional_call(self.module, (pm, bm), (x,), self.read_last)
+        return vmap(read)(params, self.buffers, inputs)
+
+    def _answer_logits(self, out: torch.Tensor) -> torch.Tensor:  # (M, B, vocab): value tokens, query position
+        return out[:, :, -1, self.vocab :]
+
+    def _per_sample(self, out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # (M, B)
+        if not self.recall:
+            return (out - targets).pow(2).flatten(2).mean(2)
+        logits = self._answer_logits(out)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+        return loss.view(out.shape[0], -1)
+
+    def losses(self, params: dict, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # (M,)
+        out = self._forward(params, inputs)
+        return self._per_sample(out, targets).mean(1) if self.recall else (out - targets).pow(2).flatten(1).mean(1)
+
+    def evaluate(self, params: dict, inputs: torch.Tensor, targets: torch.Tensor, chunk: int):
+        """Held-out loss and accuracy (M,) (NaN accuracy for teacher-student), computed in chunks of
+        `chunk` sequences (the same numbers, less memory)."""
+        loss, correct = [], []
+        with torch.no_grad():
+            for start in range(0, inputs.shape[1], chunk):
+                x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
+                out = self._forward(params, x)
+                loss.append(self._per_sample(out, y))
+                if self.recall:
+                    correct.append(self._answer_logits(out).argmax(-1) == y)
+        nan = torch.full((inputs.shape[0],), math.nan, dtype=torch.float64)
+        accuracy = torch.cat(correct, 1).double().mean(1) if self.recall else nan
+        return torch.cat(loss, 1).mean(1), accuracy
+
+
+class _BatchedRuns:
+    """M runs of one shape as stacked state, and one method per part of a training step.
+
+    params {name: (M, ...)}; `layers` the names of the attention layers' flat parameters theta
+    (M, P), in model order; rows {column: (M, S, L)} the measurements (attnid.training.metrics).
+    """
+
+    def __init__(self, cfgs: list[RunConfig], gauge: bool):
+        base = self.base = cfgs[0]
+        self.cfgs, self.M, self.spec, self.gauge, device = cfgs, len(cfgs), base.attention, gauge, base.device
+        built = [build(cfg) for cfg in cfgs]
+        params, buffers = stack_module_state([m for _, m in built])  # {name: (M, ...)}
+        self.params = {k: v.detach() for k, v in params.items()}
+        self.layers = [n for n in self.params if n.endswith("attn.theta")]
+        self.task = built[0][0]
+        self.model = _Model(built[0][1], buffers, base.task == "recall", base.vocab)
+        self.data = _Data([t for t, _ in built], [c.seed for c in cfgs])
+        self.hyper = {h: torch.tensor([getattr(c, h) for c in cfgs], dtype=torch.float64) for h in HYPER}
+        shared = {n: symmetry_blocks(self.spec) for n in self.layers} if base.algorithm == "adam_shared" else None
+        self.optimizer = Optimizer(base.algorithm, self.params, self.hyper, shared)
+        self.eval_in, self.eval_target = self.data.fixed(base.eval_batch, STREAM_EVAL)
+        modes = [c.rebalance for c in cfgs]
+        self.projected = torch.tensor([m == "project" for m in modes], device=device)
+        self.balanced = [i for i, m in enumerate(modes) if m == "balance"]
+        self.probe_in = self.data.fixed(base.probe_batch, STREAM_PROBE)[0][self.balanced] if self.balanced else None
+        self.masks = {part: symmetry.part_mask(self.spec, part, device=device) for part in symmetry.PARTS}
+        self.references = [symmetry.imbalance_reference(self.spec, self.params[n]) for n in self.layers]
+        self.theta0 = {n: self.params[n].clone() for n in self.layers}  # where a diverged run is measured
+        shape = (self.M, base.steps, len(self.layers))
+        self.rows = measurement_tensors(COLUMNS, shape, self.spec, self.hyper["lr"], device)
+        self.alive = torch.ones(self.M, dtype=torch.bool, device=device)
+        self.diverged_step = torch.full((self.M,), -1, dtype=torch.long)
+
+    def step(self, t: int) -> None:
+        """Step t: evaluate at theta_t (every eval_every steps and at the last), the gradient on batch t,
+        the update u_t (projected in `project` runs) with its measurements, theta_{t+1} = theta_t + u_t,
+        the rebalance of `balance` runs, the conserved quantities at theta_{t+1}."""
+        base, last = self.base, t == self.base.steps - 1
+        measure = t % base.metrics_every == 0 or last
+        if t % base.eval_every == 0 or last:
+            loss, accuracy = self.model.evaluate(self.params, self.eval_in, self.eval_target, base.batch)
+            self.rows["eval_loss"][:, t], self.rows["eval_accuracy"][:, t] = (
+                x[:, None].to(torch.float64) for x in (loss, accuracy)
+            )
+        grads = self._gradients(t)
+        with torch.no_grad():
+            self._update(grads, t, measure)
+            if (t + 1) % base.rebalance_interval == 0:
+                self._rebalance(t)
+            if measure:
+                self._measure_conserved(t)
+        if not self.alive.all():  # a diverged run's measurements are NaN from its divergence on
+            for c in STEP_COLUMNS:
+                self.rows[c][~self.alive, t] = math.nan
+
+    def _gradients(self, t: int) -> dict:
+        """Each run's gradient at theta_t on training batch t (zero for a diverged run); the loss is
+        recorded, and a run whose loss is not finite is marked diverged at step t."""
+        inputs, targets = self.data.train(self.base.batch)
+        p = {k: v.requires_grad_(True) for k, v in self.params.items()}
+        loss = self.model.losses(p, inputs, targets)  # (M,)
+        grads = dict(zip(p, torch.autograd.grad(torch.where(self.alive, loss, 0).sum(), list(p.values()))))
+        self.params = {k: v.detach() for k, v in p.items()}
+        loss = loss.detach()
+        newly = self.alive & ~torch.isfinite(loss)
+        if newly.any():
+            self.diverged_step[newly.cpu()] = t
+            self.alive &= ~newly
+        self.rows["loss"][:, t] = torch.where(self.alive, loss, math.nan)[:, None]
+        return grads
+
+    def _update(self, grads: dict, t: int, measure: bool) -> None:
+        """theta_{t+1} = theta_t + u_t for every live run, u_t the optimizer's update (attention layers:
+        without its tangent part P_T u in `project` runs, measured on `measure` steps)."""
+        updates = self.optimizer.updates(self.params, grads)
+        for k in self.params:
+            u = updates[k]
+            if k in self.layers and (measure or self.projected.any()):
+                u = self._attention_update(k, u, t, measure)
+            keep = self.alive.reshape(-1, *[1] * (u.dim() - 1))
+            self.params[k] = torch.where(keep, self.params[k] + u, self.params[k])
+
+    def _attention_update(self, k: str, u: torch.Tensor, t: int, measure: bool) -> torch.Tensor:
+        """The update (M, P) of attention layer `k` as applied: u - P_T u in `project` runs, norm_removed =
+        ||P_T u||; on `measure` steps its norm and overlaps ||P_T u|| / ||u|| (whole, per part, gauge)."""
+        i, rows, projected, live = self.layers.index(k), self.rows, self.projected, self.alive[:, None]
+        theta = torch.where(live, self.params[k], self.theta0[k])  # a diverged run is measured at a finite stand-in
+        u = torch.where(live, u, 0)
+        proj = stacked_projector(self.spec, theta)  # P_T at theta_t, set up once for this step
+        tangent = proj(u)  # (M, P)
+        u = torch.where(projected[:, None], u - tangent, u)
+        rows["rebalance_norm_removed"][projected, t, i] = tangent[projected].norm(dim=-1).to(torch.float64)
+        if not measure:
+            return u
+        applied = torch.where(projected[:, None], proj(u), tangent) if projected.any() else tangent  # P_T u_applied
+        norm = u.norm(dim=-1)
+        rows["update_norm"][:, t, i] = norm
+        rows["overlap_all"][:, t, i] = applied.norm(dim=-1) / norm
+        for part, mask in self.masks.items():
+            rows[f"overlap_{part}"][:, t, i] = applied[:, mask].norm(dim=-1) / u[:, mask].norm(dim=-1)
+        if self.gauge:
+            rows["overlap_gauge"][:, t, i] = gauge_overlap(self.spec, theta, u)
+        return u
+
+    def _rebalance(self, t: int) -> None:
+        """Move every live `balance` run to the balanced point of each layer's orbit, theta' = balance(theta);
+        function_change = max|F' - F| / max|F| on the probe batch, norm_removed = ||theta|| - ||theta'||."""
+        members = [i for i in self.balanced if self.alive[i]]
+        if not members:
+            return
+        probe = self.probe_in[[self.balanced.index(j) for j in members]]
+        for i, k in enumerate(self.layers):
+            sub = {n: v[members] for n, v in self.params.items()}
+            out_before = self.model.outputs(sub, probe, members)
+            norm_before = self.params[k][members].norm(dim=-1)
+            self.params[k][members] = symmetry.balance(self.spec, self.params[k][members])
+            sub[k] = self.params[k][members]
+            out_after = self.model.outputs(sub, probe, members)
+            change = (out_after - out_before).flatten(1).abs().amax(1) / out_before.flatten(1).abs().amax(1)
+            self.rows["rebalance_function_change"][members, t, i] = change.to(torch.float64)
+            removed = norm_before - self.params[k][members].norm(dim=-1)
+            self.rows["rebalance_norm_removed"][members, t, i] = removed.to(torch.float64)
+
+    def _measure_conserved(self, t: int) -> None:
+        """drift = ||I(theta_{t+1}) - I(theta_0)||_F / scale and imbalance = ||I(theta_{t+1})||_F / scale per part
+        (attnid.symmetry.imbalance_reference: scale(theta_0))."""
+        for i, k in enumerate(self.layers):
+            current, ref = symmetry.imbalance(self.spec, self.params[k]), self.references[i]
+            for part in symmetry.PARTS:
+                now, then = current[part].flatten(1), ref["imbalance"][part].flatten(1)  # (M, n)
+                self.rows[f"drift_{part}"][:, t, i] = (now - then).norm(dim=1) / ref["scale"][part]
+                self.rows[f"imbalance_{part}"][:, t, i] = now.norm(dim=1) / ref["scale"][part]
+
+    def results(self, start: float) -> list[tuple[pd.DataFrame, dict]]:
+        """(metrics, summary) of every run, after the last step (held-out loss at theta_S)."""
+        final_loss, final_accuracy = self.model.evaluate(self.params, self.eval_in, self.eval_target, self.base.batch)
+        seconds = (time.perf_counter() - start) / self.M  # each run's share of the batched job
+        host = {c: v.cpu() for c, v in self.rows.items()}
+        out = []
+        for m, cfg in enumerate(self.cfgs):
+            metrics = metrics_table({c: host[c][m] for c in COLUMNS}, COLUMNS)
+            out.append((metrics, self._summary(m, metrics, float(final_loss[m]), float(final_accuracy[m]), seconds)))
+        return out
+
+    def _summary(self, m: int, metrics: pd.DataFrame, final_loss: float, final_accuracy: float, seconds: float) -> dict:
+        """Run m's summary: attnid.training.sweep.summarize_run, the held-out numbers after the last step
+        (NaN for a diverged run), ||I(theta_0)|| / scale averaged over the layers, sizes and time."""
+        dead, L = int(self.diverged_step[m]) >= 0, len(self.layers)
+        initial = {
+            part: float(sum(ref["imbalance"][part][m].norm() / ref["scale"][part][m] for ref in self.references) / L)
+            for part in symmetry.PARTS
+        }
+        summary = summarize_run(metrics)
+        summary.update(
+            initial_imbalance_query_key=initial["query_key"],
+            initial_imbalance_value_output=initial["value_output"],
+            final_eval_loss=math.nan if dead else final_loss,
+            final_eval_accuracy=final_accuracy if self.task.has_accuracy and not dead else math.nan,
+            diverged_step=int(self.diverged_step[m]),
+            steps=self.base.steps,
+            parameters_per_layer=int(self.params[self.layers[0]].shape[-1]),
+            attention_layers=L,
+            seconds=seconds,
+            config=self.cfgs[m].to_dict(),
+        )
+        return summary
+
+
+def stacked_projector(spec, theta: torch.Tensor):
+    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once (per run where the batched
+    projector does not apply: the value-bias constraint is assembled per point)."""
+    if spec.has_bias("v"):
+        each = [symmetry.Projector(spec, t) for t in theta]
+        return lambda u: torch.stack([proj(x) for proj, x in zip(each, u)])
+    return symmetry.Projector(spec, theta)
+
+
 def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Overlap of u at theta after both are moved to the balanced point of the orbit; (M,) for (M, P).
 
@@ -113,223 +367,10 @@ def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     N = torch.linalg.lstsq(V, Vb).solution  # (M, G, v, v)
     theta_b = symmetry.act(spec, theta, M, N)
     u_b = symmetry.act(spec, u, M, N)
-    return (project(spec, theta_b, u_b).norm(dim=-1) / u_b.norm(dim=-1)).to(torch.float64)
+    return (stacked_projector(spec, theta_b)(u_b).norm(dim=-1) / u_b.norm(dim=-1)).to(torch.float64)
 
 
 def _stacks(spec, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The stacked query and value matrices Q (M, G, r m_q, k), V (M, G, d + [b_V], v) in float64."""
     w = Layout(spec).unflatten(theta.to(symmetry.COMPUTE_DTYPE))
     return symmetry.qk_stack(spec, w)[0], symmetry.vo_stack(spec, w)[0]
-
-
-def imbalance_reference(spec, theta0: torch.Tensor) -> dict:
-    """The conserved quantities at theta_0 (M, P) and their scales (M,), as attnid.symmetry.imbalance_drift
-    measures them: scale = ||Q^T Q||_F + ||K^T K||_F (query-key), ||V^T V||_F + ||O^T O||_F (value-output)."""
-    w = Layout(spec).unflatten(theta0.to(symmetry.COMPUTE_DTYPE))
-    (Q, K), (V, O) = symmetry.qk_stack(spec, w), symmetry.vo_stack(spec, w)
-    gram = lambda x: (x.mT @ x).flatten(1).norm(dim=1)  # (M, G, n, k) -> (M,)
-    scale = {"query_key": gram(Q) + gram(K), "value_output": gram(V) + gram(O)}
-    return {"imbalance": symmetry.imbalance(spec, theta0), "scale": scale}
-
-
-def projector(spec, theta: torch.Tensor):
-    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once (per run where the batched
-    projector does not apply: the value-bias constraint is assembled per point)."""
-    if spec.has_bias("v"):
-        each = [symmetry.Projector(spec, t) for t in theta]
-        return lambda u: torch.stack([proj(x) for proj, x in zip(each, u)])
-    return symmetry.Projector(spec, theta)
-
-
-def project(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """P_T u for stacked (M, P) points and vectors."""
-    return projector(spec, theta)(u)
-
-
-def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
-    """Train every run of `cfgs` together; return (metrics, summary) per run, as attnid.training.loop.train.
-
-    summary also holds `diverged_step` (-1 when the run never diverged). gauge=False skips the
-    gauge-invariant overlap (NaN), e.g. to time the same measurements as the loop.
-    """
-    _check_batchable(cfgs)
-    resolve_device(cfgs[0].device)
-    with _Deterministic(cfgs[0].device):
-        return _train(cfgs, progress, gauge)
-
-
-def _train(cfgs: list[RunConfig], progress: bool, gauge: bool) -> list[tuple[pd.DataFrame, dict]]:
-    start = time.perf_counter()
-    base, M = cfgs[0], len(cfgs)
-    spec, S, device = base.attention, base.steps, base.device
-    built = [build(cfg) for cfg in cfgs]
-    model = copy.deepcopy(built[0][1]).to("meta")  # the architecture; parameters come from `params`
-    params, buffers = stack_module_state([m for _, m in built])  # {name: (M, ...)}
-    params = {k: v.detach() for k, v in params.items()}
-    layers = [n for n in params if n.endswith("attn.theta")]  # attention layers, in model order
-    L = len(layers)
-    data = _Data([t for t, _ in built], [c.seed for c in cfgs])
-    task = built[0][0]
-    hyper = {h: torch.tensor([getattr(c, h) for c in cfgs], dtype=torch.float64) for h in HYPER}
-    shared = {n: symmetry_blocks(spec) for n in layers} if base.optimizer == "adam_shared" else None
-    optimizer = Optimizer(base.optimizer, params, hyper, shared)
-
-    recall = base.task == "recall"
-    read_last = {"last_only": True} if recall else {}  # the recall loss reads the last position only
-
-    def forward(p: dict, inputs: torch.Tensor) -> torch.Tensor:  # (M, B, T, d) or (M, B, 1, n_tokens)
-        return vmap(lambda pm, bm, x: functional_call(model, (pm, bm), (x,), read_last))(p, buffers, inputs)
-
-    def per_sample(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # (M, B)
-        if not recall:
-            return (out - targets).pow(2).flatten(2).mean(2)
-        logits = out[:, :, -1, task.vocab :]  # (M, B, vocab): value tokens at the query position
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(M, -1)
-
-    def losses(p: dict, inputs, targets) -> torch.Tensor:  # (M,)
-        out = forward(p, inputs)
-        return (out - targets).pow(2).flatten(1).mean(1) if not recall else per_sample(out, targets).mean(1)
-
-    def evaluate(p: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Held-out loss and accuracy (M,), in chunks of the training batch (the same numbers, less memory)."""
-        loss, correct = [], []
-        with torch.no_grad():
-            for start in range(0, base.eval_batch, base.batch):
-                x, y = eval_in[:, start : start + base.batch], eval_target[:, start : start + base.batch]
-                out = forward(p, x)
-                loss.append(per_sample(out, y))
-                if recall:
-                    correct.append(out[:, :, -1, task.vocab :].argmax(-1) == y)
-        accuracy = torch.cat(correct, 1).double().mean(1) if recall else torch.full((M,), math.nan, dtype=torch.float64)
-        return torch.cat(loss, 1).mean(1), accuracy
-
-    eval_in, eval_target = data.fixed(base.eval_batch, STREAM_EVAL)
-    modes = [c.rebalance for c in cfgs]
-    projected = torch.tensor([m == "project" for m in modes], device=device)
-    balanced = [i for i, m in enumerate(modes) if m == "balance"]
-    probe_in = data.fixed(base.probe_batch, STREAM_PROBE)[0][balanced] if balanced else None
-    chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
-    masks = {part: symmetry.part_mask(spec, part, device=device) for part in symmetry.PARTS}
-    references = [imbalance_reference(spec, params[n]) for n in layers]
-    initial = {n: params[n].clone() for n in layers}
-
-    nan = float("nan")
-    columns = (*METRIC_COLUMNS[2:], *EXTRA_COLUMNS)
-    rows = {c: torch.full((M, S, L), nan, dtype=torch.float64, device=device) for c in columns}
-    for part, value in chance.items():
-        rows[f"chance_{part}"].fill_(value)
-    rows["lr"].copy_(hyper["lr"].to(device)[:, None, None].expand(M, S, L))
-    alive = torch.ones(M, dtype=torch.bool, device=device)
-    diverged_step = torch.full((M,), -1, dtype=torch.long)
-
-    bar = tqdm(total=S, desc=f"{base.task}/{base.optimizer}/h{spec.n_heads} x{M}", file=sys.stderr,
-               disable=not progress, mininterval=2.0, ncols=100)  # fmt: skip
-    for t in range(S):
-        measure = t % base.metrics_every == 0 or t == S - 1
-        if t % base.eval_every == 0 or t == S - 1:
-            rows["eval_loss"][:, t], rows["eval_accuracy"][:, t] = (
-                x[:, None].to(torch.float64) for x in evaluate(params)
-            )
-        inputs, targets = data.train(base.batch)
-        p = {k: v.requires_grad_(True) for k, v in params.items()}
-        loss = losses(p, inputs, targets)
-        grads = dict(zip(p, torch.autograd.grad(torch.where(alive, loss, 0).sum(), list(p.values()))))
-        params = {k: v.detach() for k, v in p.items()}
-        loss = loss.detach()
-        newly = alive & ~torch.isfinite(loss)
-        if newly.any():
-            diverged_step[newly.cpu()] = t
-            alive &= ~newly
-        rows["loss"][:, t] = torch.where(alive, loss, nan)[:, None]
-        with torch.no_grad():
-            updates = optimizer.updates(params, grads)
-            for k in params:
-                u = updates[k]
-                if k in layers and (measure or projected.any()):
-                    i = layers.index(k)
-                    live = alive[:, None]
-                    theta = torch.where(live, params[k], initial[k])  # a diverged run is measured at a finite stand-in
-                    u = torch.where(live, u, 0)
-                    proj = projector(spec, theta)  # P_T at theta_t, set up once for this step
-                    tangent = proj(u)  # (M, P)
-                    u = torch.where(projected[:, None], u - tangent, u)
-                    rows["rebalance_norm_removed"][projected, t, i] = tangent[projected].norm(dim=-1).to(torch.float64)
-                    if measure:
-                        applied = torch.where(projected[:, None], proj(u), tangent) if projected.any() else tangent
-                        norm = u.norm(dim=-1)
-                        rows["update_norm"][:, t, i] = norm
-                        rows["overlap_all"][:, t, i] = applied.norm(dim=-1) / norm
-                        for part, mask in masks.items():
-                            rows[f"overlap_{part}"][:, t, i] = applied[:, mask].norm(dim=-1) / u[:, mask].norm(dim=-1)
-                        if gauge:
-                            rows["overlap_gauge"][:, t, i] = gauge_overlap(spec, theta, u)
-                keep = alive.reshape(-1, *[1] * (u.dim() - 1))
-                params[k] = torch.where(keep, params[k] + u, params[k])
-            members = [i for i in balanced if alive[i]]
-            if members and (t + 1) % base.rebalance_interval == 0:
-                for i, k in enumerate(layers):
-                    sub = {n: v[members] for n, v in params.items()}
-                    out_before = _sub_forward(
-                        model, sub, buffers, members, probe_in[[balanced.index(j) for j in members]]
-                    )
-                    norm_before = params[k][members].norm(dim=-1)
-                    params[k][members] = symmetry.balance(spec, params[k][members])
-                    sub[k] = params[k][members]
-                    out_after = _sub_forward(
-                        model, sub, buffers, members, probe_in[[balanced.index(j) for j in members]]
-                    )
-                    change = (out_after - out_before).flatten(1).abs().amax(1) / out_before.flatten(1).abs().amax(1)
-                    rows["rebalance_function_change"][members, t, i] = change.to(torch.float64)
-                    rows["rebalance_norm_removed"][members, t, i] = (norm_before - params[k][members].norm(dim=-1)).to(
-                        torch.float64
-                    )
-            if measure:
-                for i, k in enumerate(layers):
-                    current = symmetry.imbalance(spec, params[k])
-                    for part in symmetry.PARTS:
-                        scale = references[i]["scale"][part]
-                        now, then = current[part].flatten(1), references[i]["imbalance"][part].flatten(1)  # (M, n)
-                        rows[f"drift_{part}"][:, t, i] = (now - then).norm(dim=1) / scale
-                        rows[f"imbalance_{part}"][:, t, i] = now.norm(dim=1) / scale
-        if not alive.all():
-            for c in columns:
-                if c not in ("eval_loss", "eval_accuracy", "lr") and not c.startswith("chance"):
-                    rows[c][~alive, t] = nan
-        bar.update()
-    bar.close()
-
-    final_loss, final_acc = evaluate(params)
-    seconds = time.perf_counter() - start
-    out = []
-    host = {c: v.cpu() for c, v in rows.items()}
-    for m, cfg in enumerate(cfgs):
-        metrics = pd.DataFrame(
-            {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(),
-             **{c: host[c][m].reshape(-1).numpy() for c in columns}}  # row-major (step, layer)
-        )[[*METRIC_COLUMNS, *EXTRA_COLUMNS]]  # fmt: skip
-        summary = summarize(metrics)
-        dead = int(diverged_step[m]) >= 0
-        initial = {
-            part: float(sum(ref["imbalance"][part][m].norm() / ref["scale"][part][m] for ref in references) / L)
-            for part in symmetry.PARTS
-        }  # ||I(theta_0)|| / scale, mean over layers
-        summary.update(
-            initial_imbalance_query_key=initial["query_key"],
-            initial_imbalance_value_output=initial["value_output"],
-            final_eval_loss=nan if dead else float(final_loss[m]),
-            final_eval_accuracy=float(final_acc[m]) if task.has_accuracy and not dead else nan,
-            diverged_step=int(diverged_step[m]),
-            steps=S,
-            parameters_per_layer=int(params[layers[0]].shape[-1]),
-            attention_layers=L,
-            seconds=seconds / M,  # this run's share of the batched job
-            config=cfg.to_dict(),
-        )
-        out.append((metrics, summary))
-    return out
-
-
-def _sub_forward(model, params: dict, buffers: dict, members: list[int], inputs: torch.Tensor) -> torch.Tensor:
-    """The model's output for a subset of the runs (their stacked parameters `params`)."""
-    sub_buffers = {n: v[members] for n, v in buffers.items()}
-    return vmap(lambda pm, bm, x: functional_call(model, (pm, bm), (x,)))(params, sub_buffers, inputs)

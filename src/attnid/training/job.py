@@ -49,7 +49,7 @@ def train_lr_study(training: dict, device: str, progress: bool = True) -> tuple[
     section = task_section(training, study["task"])
     base = run_config(training, device, study["task"], section["optimizers"][0]["name"], "none", study["heads"], 0)
     base = base.with_(
-        attention=attention_spec(section, study["heads"]), optimizer="sgd", weight_decay=0.0, steps=study["steps"]
+        attention=attention_spec(section, study["heads"]), algorithm="sgd", weight_decay=0.0, steps=study["steps"]
     )
     keys, cfgs = [], []
     for lr in study["lrs"]:

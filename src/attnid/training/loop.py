@@ -8,7 +8,7 @@ Usage:
     from attnid.spec import AttentionSpec
     from attnid.training.loop import train
     from attnid.training.runs import RunConfig
-    metrics, summary = train(RunConfig(attention=AttentionSpec(d_model=16, n_heads=4), optimizer="adam", lr=1e-2))
+    metrics, summary = train(RunConfig(attention=AttentionSpec(d_model=16, n_heads=4), algorithm="adam", lr=1e-2))
 
 What a step t records, per attention layer with flat parameters theta (P,) (attnid.layout):
 
@@ -43,16 +43,14 @@ visible as such; float32 is allowed (`dtype="float32"`, e.g. on a GPU), where th
 ~1e-5 because theta_{t+1} - theta_t loses digits to the size of theta.
 
 Determinism: every random draw comes from generators seeded by the run seed (attnid.training.tasks), the
-global seed is set with torch.manual_seed, and torch.use_deterministic_algorithms is on during the
-run, so one RunConfig gives bit-identical metrics on one machine (wall-clock time is reported only
-in the summary).
+global seed is set with torch.manual_seed, and the run trains in deterministic mode
+(attnid.training.determinism), so one RunConfig gives bit-identical metrics on one machine
+(wall-clock time is reported only in the summary).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 
 import pandas as pd
@@ -61,13 +59,14 @@ from tqdm import tqdm
 
 from .. import symmetry
 from ..device import resolve_device
+from .determinism import deterministic
+from .metrics import measurement_tensors, metrics_table
 from .models import Student, TinyTransformer
 from .runs import METRIC_COLUMNS, RunConfig
-from .sweep import summarize
+from .sweep import summarize_run
 from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
-PARTS = ("all", *symmetry.PARTS)  # overlap of the whole update and of each part
+TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}  # RunConfig.dtype -> torch dtype
 
 
 class RunDiverged(FloatingPointError):
@@ -79,7 +78,7 @@ def build(cfg: RunConfig):
 
     The model is drawn in float64 and rounded to cfg.dtype, so a float32 run starts where the float64
     run starts, rounded (with the tasks' data drawn the same way, the two dtypes are paired)."""
-    dtype = DTYPES[cfg.dtype]
+    dtype = TORCH_DTYPES[cfg.dtype]
     spec = cfg.attention
     torch.manual_seed(cfg.seed)
     if cfg.task == "teacher_student":
@@ -95,148 +94,134 @@ def build(cfg: RunConfig):
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
-    if cfg.optimizer == "adam_shared":
-        raise ValueError("optimizer 'adam_shared' has no torch.optim form; train it with attnid.training.batched")
+    """The torch.optim form of cfg.algorithm (attnid.training.optim gives the same updates, stacked)."""
+    if cfg.algorithm == "adam_shared":
+        raise ValueError("algorithm 'adam_shared' has no torch.optim form; train it with attnid.training.batched")
     params = list(params)
-    if cfg.optimizer == "sgd":
+    if cfg.algorithm == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=0.0, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "sgd_momentum":
+    if cfg.algorithm == "sgd_momentum":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "adam":
+    if cfg.algorithm == "adam":
         return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
     return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
-
-
-class _Deterministic:
-    """Turn on torch.use_deterministic_algorithms for the run and restore the previous setting."""
-
-    def __init__(self, device: str):
-        self.device = device
-
-    def __enter__(self):
-        if self.device.startswith("cuda"):
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
-        self.before = (
-            torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled(),
-        )
-        torch.use_deterministic_algorithms(True, warn_only=True)
-
-    def __exit__(self, *exc):
-        torch.use_deterministic_algorithms(self.before[0], warn_only=self.before[1])
-
-
-def _evaluate(task, model, batch) -> tuple[float, float]:
-    with torch.no_grad():
-        out = model(batch.inputs)
-        return task.loss(out, batch).item(), task.accuracy(out, batch)
-
-
-def _max_rel_change(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
-    return (after - before).abs().max() / before.abs().max()
 
 
 def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Run `cfg`; return (metrics, summary).
 
     metrics: one row per (step, attention layer), columns METRIC_COLUMNS (see the module docstring).
-    summary: final and mean values of the run (see `summarize`), its config, and its wall time.
+    summary: final and mean values of the run (attnid.training.sweep.summarize_run), its config and wall time.
     Raises RunDiverged (naming the run and step) when the training loss is not finite.
     """
     resolve_device(cfg.device)  # a clear DeviceError when the config asks for CUDA on a machine without it
-    with _Deterministic(cfg.device):
-        return _train(cfg, progress)
+    with deterministic(cfg.device):
+        start = time.perf_counter()
+        run = _Run(cfg)
+        with tqdm(total=cfg.steps, desc=cfg.name, disable=not progress, mininterval=2.0, ncols=100) as bar:
+            for t in range(cfg.steps):
+                run.step(t, bar)
+                bar.update()
+        return run.result(start)
 
 
-def _train(cfg: RunConfig, progress: bool) -> tuple[pd.DataFrame, dict]:
-    start = time.perf_counter()
-    spec = cfg.attention
-    task, model = build(cfg)
-    layers = model.attention_layers()
-    L, S = len(layers), cfg.steps
-    optimizer = make_optimizer(cfg, model.parameters())
-    eval_data = task.fixed_batch(cfg.eval_batch)
-    probe = task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
+class _Run:
+    """One run's model, optimizer and measurements {column: (S, L)}, and one method per part of a step."""
 
-    chance = {part: symmetry.chance_overlap(spec, None if part == "all" else part) for part in PARTS}
-    reference = [
-        symmetry.imbalance_reference(spec, layer.theta.detach()) for layer in layers
-    ]  # conserved quantities at theta_0
-    nan = float("nan")
-    # Per-(step, layer) measurements, kept on the device (no host sync in the loop) and fetched at the end.
-    rows = {c: torch.full((S, L), nan, dtype=torch.float64, device=cfg.device) for c in METRIC_COLUMNS[2:]}
-    for part, value in chance.items():
-        rows[f"chance_{part}"].fill_(value)
-    rows["lr"].fill_(cfg.lr)
+    def __init__(self, cfg: RunConfig):
+        self.cfg, self.spec = cfg, cfg.attention
+        self.task, self.model = build(cfg)
+        self.layers = self.model.attention_layers()
+        self.optimizer = make_optimizer(cfg, self.model.parameters())
+        self.eval_data = self.task.fixed_batch(cfg.eval_batch)
+        self.probe = self.task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
+        theta0 = [layer.theta.detach() for layer in self.layers]
+        self.reference = [symmetry.imbalance_reference(self.spec, theta) for theta in theta0]  # conserved quantities
+        shape = (cfg.steps, len(self.layers))
+        self.rows = measurement_tensors(METRIC_COLUMNS[2:], shape, self.spec, cfg.lr, cfg.device)
 
-    bar = tqdm(
-        total=S, desc=cfg.name, file=sys.stderr, disable=not progress, mininterval=2.0, dynamic_ncols=False, ncols=100
-    )
-    for t in range(S):
-        measure = t % cfg.metrics_every == 0 or t == S - 1
-        if t % cfg.eval_every == 0 or t == S - 1:
-            eval_loss, eval_acc = _evaluate(task, model, eval_data)
-            rows["eval_loss"][t] = eval_loss
-            rows["eval_accuracy"][t] = eval_acc
-            bar.set_postfix(eval_loss=f"{eval_loss:.3g}", refresh=False)
-
-        before = [layer.theta.detach().clone() for layer in layers]  # theta_t, (P,) each
-        batch = task.train_batch(cfg.batch)
-        loss = task.loss(model(batch.inputs), batch)
-        if not torch.isfinite(loss):
-            bar.close()
-            raise RunDiverged(f"run {cfg.name} diverged: training loss is {loss.item()} at step {t}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        rows["loss"][t] = loss.detach()
-
+    def _evaluate(self) -> tuple[float, float]:
         with torch.no_grad():
-            for i, layer in enumerate(layers):
-                if not (measure or cfg.rebalance == "project"):
-                    continue
-                projector = symmetry.Projector(spec, before[i])  # P_T at theta_t, set up once for this step
-                u = layer.theta - before[i]  # (P,) the optimizer's update
-                if cfg.rebalance == "project":
-                    tangent = projector(u)  # P_T u
-                    layer.theta.copy_(before[i] + (u - tangent))
-                    rows["rebalance_norm_removed"][t, i] = tangent.norm()
-                    u = layer.theta - before[i]  # the update actually applied (after rounding)
-                if measure:
-                    rows["update_norm"][t, i] = u.norm()
-                    for part, value in symmetry.overlap(spec, before[i], u, projector=projector).items():
-                        rows[f"overlap_{part}"][t, i] = value
-            if cfg.rebalance == "balance" and (t + 1) % cfg.rebalance_interval == 0:
-                for i, layer in enumerate(layers):
-                    out_before = model(probe.inputs)
-                    norm_before = layer.theta.norm()
-                    layer.theta.copy_(symmetry.balance(spec, layer.theta))
-                    rows["rebalance_function_change"][t, i] = _max_rel_change(out_before, model(probe.inputs))
-                    rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
-            if measure:
-                for i, layer in enumerate(layers):
-                    for part, value in symmetry.imbalance_drift(
-                        spec, None, layer.theta, reference=reference[i]
-                    ).items():
-                        rows[f"drift_{part}"][t, i] = value
-        bar.update()
-    bar.close()
+            out = self.model(self.eval_data.inputs)
+            return self.task.loss(out, self.eval_data).item(), self.task.accuracy(out, self.eval_data)
 
-    final_eval_loss, final_eval_accuracy = _evaluate(task, model, eval_data)  # at theta_S, after the last update
-    if not math.isfinite(final_eval_loss):
-        raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S - 1}")
-    columns = {c: v.cpu().reshape(-1).numpy() for c, v in rows.items()}  # row-major: (step, layer)
-    metrics = pd.DataFrame(
-        {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(), **columns}
-    )[list(METRIC_COLUMNS)]
-    summary = summarize(metrics)
-    summary.update(
-        final_eval_loss=final_eval_loss,
-        final_eval_accuracy=final_eval_accuracy if task.has_accuracy else nan,
-        steps=S,
-        parameters_per_layer=int(layers[0].theta.numel()),
-        attention_layers=L,
-        seconds=time.perf_counter() - start,
-        config=cfg.to_dict(),
-    )
-    return metrics, summary
+    def step(self, t: int, bar) -> None:
+        """Step t: evaluate at theta_t (every eval_every steps and at the last), the optimizer step on batch t,
+        the applied update u_t of every layer (projected in `project` mode) with its measurements, the
+        rebalance in `balance` mode, the conserved quantities at theta_{t+1}."""
+        cfg, rows, last = self.cfg, self.rows, t == self.cfg.steps - 1
+        measure = t % cfg.metrics_every == 0 or last
+        if t % cfg.eval_every == 0 or last:
+            loss, accuracy = self._evaluate()
+            rows["eval_loss"][t], rows["eval_accuracy"][t] = loss, accuracy
+            bar.set_postfix(eval_loss=f"{loss:.3g}", refresh=False)
+        before = [layer.theta.detach().clone() for layer in self.layers]  # theta_t, (P,) each
+        rows["loss"][t] = self._optimizer_step(t)
+        with torch.no_grad():
+            if measure or cfg.rebalance == "project":
+                self._updates(before, t, measure)
+            if cfg.rebalance == "balance" and (t + 1) % cfg.rebalance_interval == 0:
+                self._rebalance(t)
+            if measure:
+                for i, layer in enumerate(self.layers):
+                    drift = symmetry.imbalance_drift(self.spec, None, layer.theta, reference=self.reference[i])
+                    for part, value in drift.items():
+                        rows[f"drift_{part}"][t, i] = value
+
+    def _optimizer_step(self, t: int) -> torch.Tensor:
+        """The loss at theta_t on training batch t, then one torch.optim step; RunDiverged if it is not finite."""
+        batch = self.task.train_batch(self.cfg.batch)
+        loss = self.task.loss(self.model(batch.inputs), batch)
+        if not torch.isfinite(loss):
+            raise RunDiverged(f"run {self.cfg.name} diverged: training loss is {loss.item()} at step {t}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def _updates(self, before: list[torch.Tensor], t: int, measure: bool) -> None:
+        """Per layer u = theta_{t+1} - theta_t; `project` mode applies u - P_T u instead (norm_removed =
+        ||P_T u||); on `measure` steps the applied update's norm and overlaps ||P_T u|| / ||u||."""
+        rows = self.rows
+        for i, layer in enumerate(self.layers):
+            projector = symmetry.Projector(self.spec, before[i])  # P_T at theta_t, set up once for this step
+            u = layer.theta - before[i]  # (P,) the optimizer's update
+            if self.cfg.rebalance == "project":
+                tangent = projector(u)  # P_T u
+                layer.theta.copy_(before[i] + (u - tangent))
+                rows["rebalance_norm_removed"][t, i] = tangent.norm()
+                u = layer.theta - before[i]  # the update actually applied (after rounding)
+            if measure:
+                rows["update_norm"][t, i] = u.norm()
+                for key, value in symmetry.overlap(self.spec, before[i], u, projector=projector).items():
+                    rows[f"overlap_{key}"][t, i] = value
+
+    def _rebalance(self, t: int) -> None:
+        """Each layer in turn to the balanced point of its orbit, theta' = balance(theta); function_change =
+        max|F' - F| / max|F| of the model's output on the probe batch, norm_removed = ||theta|| - ||theta'||."""
+        for i, layer in enumerate(self.layers):
+            out_before = self.model(self.probe.inputs)
+            norm_before = layer.theta.norm()
+            layer.theta.copy_(symmetry.balance(self.spec, layer.theta))
+            out_after = self.model(self.probe.inputs)
+            self.rows["rebalance_function_change"][t, i] = (out_after - out_before).abs().max() / out_before.abs().max()
+            self.rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
+
+    def result(self, start: float) -> tuple[pd.DataFrame, dict]:
+        """(metrics, summary) after the last step, with the held-out loss at theta_S."""
+        cfg, S = self.cfg, self.cfg.steps
+        final_eval_loss, final_eval_accuracy = self._evaluate()
+        if not math.isfinite(final_eval_loss):
+            raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S-1}")
+        metrics = metrics_table(self.rows, METRIC_COLUMNS[2:])
+        summary = summarize_run(metrics)
+        summary.update(
+            final_eval_loss=final_eval_loss,
+            final_eval_accuracy=final_eval_accuracy if self.task.has_accuracy else math.nan,
+            steps=S,
+            parameters_per_layer=int(self.layers[0].theta.numel()),
+            attention_layers=len(self.layers),
+            seconds=time.perf_counter() - start,
+            config=cfg.to_dict(),
+        )
+        return metrics, summary

@@ -10,7 +10,8 @@ modes and interval, measurement sizes, dtype, checks) and, per task, the attenti
 its head count (`attention`, keys = AttentionSpec field names), the head counts swept
 (`heads` -> n_heads), the task sizes and the optimizers. An optimizer entry has a label (`name`,
 e.g. `sgd_wd`) and an algorithm with its hyperparameters, so that "SGD with weight decay" is its
-own arm of the sweep.
+own arm of the sweep. Across the package `optimizer` is always that label (a wildcard, a run key,
+the summary's column) and `algorithm` the update rule (RunConfig.algorithm, one of ALGORITHMS).
 
 Runs and jobs:
     run  = (task, optimizer, rebalance, heads, seed)         RUN_KEYS; one row of summary.parquet
@@ -68,7 +69,7 @@ class RunConfig:
     norm: str = "layernorm"  # recall: 'layernorm' or 'rmsnorm'
     mlp_ratio: int = 4  # recall: MLP hidden width / d_model
     # optimisation
-    optimizer: str = "sgd"  # the algorithm, one of ALGORITHMS
+    algorithm: str = "sgd"  # one of ALGORITHMS (the sweep's optimizer entry names it; its label is not here)
     lr: float = 0.1  # learning rate (constant)
     weight_decay: float = 0.0  # weight decay on every parameter
     momentum: float = 0.9  # sgd_momentum: heavy-ball coefficient (ignored by the others)
@@ -93,7 +94,7 @@ class RunConfig:
     def __post_init__(self):
         for field_name, allowed in (
             ("task", TASKS),
-            ("optimizer", ALGORITHMS),
+            ("algorithm", ALGORITHMS),
             ("rebalance", REBALANCE),
             ("dtype", DTYPES),
         ):
@@ -116,7 +117,7 @@ class RunConfig:
             raise ValueError(f"RunConfig.lr must be > 0, got {self.lr}")
         if not self.name:
             object.__setattr__(
-                self, "name", f"{self.task}/{self.optimizer}/{self.rebalance}/h{self.heads}/s{self.seed}"
+                self, "name", f"{self.task}/{self.algorithm}/{self.rebalance}/h{self.heads}/s{self.seed}"
             )
 
     @property
@@ -184,7 +185,7 @@ def run_config(training: dict, device: str, task: str, optimizer: str, rebalance
     fields.update({f: training[f] for f in GLOBAL_FIELDS if f in training})
     return RunConfig(
         task=task, attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance, device=device,
-        optimizer=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
+        algorithm=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
         name=f"{task}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
     )  # fmt: skip

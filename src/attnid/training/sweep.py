@@ -1,7 +1,8 @@
-"""The training sweep's results: per-run metrics -> run summaries -> checks, table and macros.
+"""The training sweep's results: per-run metrics -> run summaries -> checks and the overlap table.
 
 The run list and run configs are torch-free data (attnid.training.runs); this module turns what
-the runs measured into the aggregates the figures, tables and paper read.
+the runs measured into the aggregates the figures, tables and paper read (attnid.report writes
+them as LaTeX).
 
 Sanity checks (`sanity_checks`): what the geometry predicts, measured on the sweep's own numbers,
 never assumed:
@@ -17,11 +18,10 @@ import math
 
 import pandas as pd
 
-from ..report.latex import booktabs
 from .runs import RUN_KEYS, RunConfig
 
 
-def summarize(metrics: pd.DataFrame) -> dict:
+def summarize_run(metrics: pd.DataFrame) -> dict:
     """Per-run numbers from the per-step metrics (means over steps and layers; NaN-aware)."""
     last_step = metrics[metrics["step"] == metrics["step"].max()]
 
@@ -62,7 +62,7 @@ def summary_row(wildcards: dict, cfg: RunConfig, summary: dict) -> dict:
     row.update(
         heads=int(row["heads"]),
         seed=int(row["seed"]),
-        algorithm=cfg.optimizer,
+        algorithm=cfg.algorithm,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
     )
@@ -142,14 +142,3 @@ def overlap_table(summary: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(
         ["task", "optimizer", "heads"], key=lambda s: s.map(order) if s.name == "optimizer" else s
     ).reset_index(drop=True)
-
-
-def table_tex(table: pd.DataFrame) -> str:
-    """booktabs LaTeX of `overlap_table` with readable headers and scientific numbers."""
-    names = {"task": "task", "optimizer": "optimizer", "heads": "$H$", "overlap_none": "overlap",
-             "overlap_project": "overlap (project)", "overlap_balance": "overlap (balance)", "chance": "chance",
-             "final_eval_loss": "eval loss"}  # fmt: skip
-    shown = table.rename(columns=names)
-    formats = {names[c]: ".1e" for c in table.columns if c.startswith("overlap") or c == "final_eval_loss"}
-    formats[names["chance"]] = ".3f"
-    return booktabs(shown, formats=formats)
