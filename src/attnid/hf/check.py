@@ -38,9 +38,9 @@ from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
+from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
 from .mapping import model_spec, model_type, text_config
 
-SEQ_LEN = 6  # positions per sequence of the whole-model check
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
 WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
 # (keys, value): every key present in the config (or its class defaults) is set to the value
@@ -161,7 +161,9 @@ def _refuse_if_large(cls_name: str, tiny: dict) -> None:
     if size > MAX_TINY_PARAMS:
         numbers = {k: v for k, v in tiny.items() if isinstance(v, int) and not isinstance(v, bool) and v > 64}
         key = max(numbers, key=numbers.get) if numbers else "config"
-        raise SpecError(key, f"cannot shrink this config: {numbers.get(key, '')} keeps the tiny model at {size:,} params")
+        raise SpecError(
+            key, f"cannot shrink this config: {numbers.get(key, '')} keeps the tiny model at {size:,} params"
+        )
 
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -321,8 +323,15 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         except SpecError as err:
             rows.append({"part": "whole model", "spec": spec.label, "verdict": "refused", "reason": str(err)})
         else:
-            row = verify_case(cls_name, "transformers", spec, lambda s, eps0: _whole(build, s, eps0), seed, other_seed=False)
-            row = {"part": "whole model", "spec": spec.label, **row, "margin": math.log10(row["sigma_kept"] / RANK_RTOL)}
+            row = verify_case(
+                cls_name, "transformers", spec, lambda s, eps0: _whole(build, s, eps0), seed, other_seed=False
+            )
+            row = {
+                "part": "whole model",
+                "spec": spec.label,
+                **row,
+                "margin": math.log10(row["sigma_kept"] / RANK_RTOL),
+            }
             row["weak_count"], row["weak_measured"] = row["weak_count"], row["weak_measured"]
             row["verdict"] = _verdict(row)
             rows.append(row)

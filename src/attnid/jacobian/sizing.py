@@ -47,10 +47,10 @@ from dataclasses import dataclass
 import torch
 
 from ..counting import count
+from ..float64 import DTYPE
 from ..layout import Layout
 from ..spec import AttentionSpec
 
-DTYPE = torch.float64
 POSITION_RULES = ("spread", "contiguous")
 POSITION_SEED_OFFSET = 104729  # positions use their own stream, so theta and X do not depend on the rule
 SVD_FLOPS = 1.0e10  # measured on one core: svdvals of a 4224 x 4224 factor (4 n^3 flops) in ~23 s; two

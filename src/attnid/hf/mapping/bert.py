@@ -22,7 +22,9 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     refuse_if(cfg, "is_decoder", bool, "decoder BERT is not modelled")
     d, H, _, _ = head_sizes(cfg)
     attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo")
-    mlp = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="gelu"), False), True)
+    mlp = MLPSpec(
+        read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="gelu"), False), True
+    )
     tied = read_flag(cfg, "tie_word_embeddings", True)
     not_modelled = ()
     if not tied:  # measured: P and the Jacobian's count both V more than this description

@@ -25,7 +25,9 @@ def opt(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     mlp = MLPSpec(read_int(cfg, "ffn_dim"), mlp_kind(activation, False, "activation_function"), bias)
     not_modelled = []
     if read_int(cfg, "word_embed_proj_dim", default=d) != d:
-        not_modelled.append(("word_embed_proj_dim", "projections between the embeddings and the stream are not modelled"))
+        not_modelled.append(
+            ("word_embed_proj_dim", "projections between the embeddings and the stream are not modelled")
+        )
     if not read_flag(cfg, "layer_norm_elementwise_affine", True):
         not_modelled.append(("layer_norm_elementwise_affine", "false: norms without gain and bias are not modelled"))
     fields = {
