@@ -23,6 +23,12 @@ The JSON of `count --hf-config PATH` / `count --model NAME` (README, "Any config
     other_layers      {layer index: counts} of every layer whose attention spec differs from layer 0's
     attention_layers  every layer's attention counted alone and summed (attention parameters only), n_layers
     whole_model       with --whole-model: every parameter of the model (attnid.model.count_model), seq_len
+
+`attnid check --hf-config PATH` (or --model NAME, or --model-type TYPE for the class's default config)
+builds the real `transformers` class of the config shrunk to a tiny size (offline, random float64 weights)
+and measures every distinct attention layer and the whole model against the count (`attnid.hf.check`):
+one row each with its verdict, agree / disagree / undecided. Exit status 0 when nothing disagrees or is
+undecided, 1 when a row disagrees, 3 when none disagrees but one cannot be decided.
 """
 
 from __future__ import annotations
@@ -228,6 +234,43 @@ def count_real(args) -> dict:
     return result
 
 
+def _check_config(args) -> dict:
+    """The config mapping of `check`: --hf-config, --model, or the class defaults of --model-type."""
+    if args.model_type is None:
+        return _real_config(args)[0]
+    from transformers import CONFIG_MAPPING
+
+    if args.model_type not in CONFIG_MAPPING:
+        raise UsageError(f"--model-type: {args.model_type!r} is not a model type of the installed transformers")
+    return {**CONFIG_MAPPING[args.model_type]().to_dict(), "model_type": args.model_type}
+
+
+def run_check(args) -> int:
+    if args.hf_config is None and args.model is None and args.model_type is None:
+        raise UsageError("--hf-config PATH, --model NAME or --model-type TYPE is required")
+    from .hf.check import check_config
+
+    cfg = _check_config(args)
+    log = None if args.json else print
+    try:
+        rows = check_config(cfg, seed=args.seed, oversample=args.oversample, whole=not args.layers_only, log=log)
+    except SpecError as err:
+        raise UsageError(f"{args.hf_config or args.model or args.model_type}: {err}") from None
+    except Exception as err:  # the library's own class failed on the tiny config: say so in one line
+        where = args.hf_config or args.model or args.model_type
+        raise UsageError(
+            f"{where}: the transformers class failed on the shrunk config ({type(err).__name__}: {err})"
+        ) from None
+    verdicts = [r["verdict"] for r in rows]
+    if args.json:
+        keep = ("part", "spec", "P", "P_spec", "count", "measured", "measured_half", "weak_count", "weak_measured",
+                "gap", "margin", "verdict", "reason")  # fmt: skip
+        _print({"rows": [{k: r[k] for k in keep if k in r} for r in rows]}, True)
+    else:
+        print("verdict:", "disagree" if "disagree" in verdicts else "undecided" if "undecided" in verdicts else "agree")
+    return 1 if "disagree" in verdicts else 3 if "undecided" in verdicts else 0
+
+
 def run_count(args) -> int:
     if args.hf_config is not None or args.model is not None:
         _print(count_real(args), args.json)
@@ -293,6 +336,16 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_flags(p_verify, VERIFY_FLAGS)
     p_verify.add_argument("--json", action="store_true", help="print JSON instead of key: value lines")
     p_verify.set_defaults(func=run_verify)
+    p_check = sub.add_parser("check", help="measure a real transformers class, shrunk from a config, against the count")
+    source = p_check.add_mutually_exclusive_group()
+    source.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (read, never downloaded)")
+    source.add_argument("--model", metavar="NAME", help=f"a shipped published config: {', '.join(STORED)}")
+    source.add_argument("--model-type", metavar="TYPE", help="the default config of a transformers model type")
+    p_check.add_argument("--seed", type=int, default=0, help="seed of the random point and inputs (default 0)")
+    p_check.add_argument("--oversample", type=float, default=3.0, help="Jacobian rows over the need (default 3)")
+    p_check.add_argument("--layers-only", action="store_true", help="check the attention layers, not the whole model")
+    p_check.add_argument("--json", action="store_true", help="print JSON instead of one line per row")
+    p_check.set_defaults(func=run_check, seq_len=None, whole_model=False)
     return parser
 
 

@@ -3,7 +3,8 @@
 The published file is read as a plain mapping (no `transformers` import, no network), so a legacy key
 that a `transformers` config class would silently ignore (Falcon's `n_head`, `n_head_kv`, `n_layer`) is
 still read. What the code of a model class fixes rather than its config is written down in the module
-of its family, each fact with where it comes from:
+of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
+block and the other ModelSpec fields), each fact with where it comes from:
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2, Phi-3, GPT-OSS
     deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks)
@@ -22,26 +23,29 @@ so the caller never sees a wrong number.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from pathlib import Path
 
 from ...errors import SpecError
 from ...model.spec import ModelSpec
-from . import bert, bloom, deepseek, gpt2, llama, opt, parallel
 from .keys import read_int, read_str, refuse_if
 
-MAPPERS = {
-    **dict.fromkeys(llama.MODEL_TYPES, llama.llama_family),
-    **dict.fromkeys(deepseek.MODEL_TYPES, deepseek.deepseek),
-    "gpt2": gpt2.gpt2,
-    "gptj": parallel.gptj,
-    "gpt_neox": parallel.gpt_neox,
-    "phi": parallel.phi,
-    **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), parallel.falcon),
-    "bloom": bloom.bloom,
-    "bert": bert.bert,
-    "opt": opt.opt,
-}
+
+def _family_mappers() -> dict:
+    """model_type -> mapper, from every module of this package that defines MAPPERS (one module per family)."""
+    mappers = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        family = importlib.import_module(f"{__name__}.{info.name}")
+        for mt, mapper in getattr(family, "MAPPERS", {}).items():
+            if mt in mappers:
+                raise RuntimeError(f"model_type {mt!r} is mapped by two families ({info.name} and another)")
+            mappers[mt] = mapper
+    return mappers
+
+
+MAPPERS = _family_mappers()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
 

@@ -40,3 +40,6 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "max_positions_default": 512, "not_modelled": not_modelled,
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, bert)

@@ -20,3 +20,6 @@ def bloom(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "tied": read_flag(cfg, "tie_word_embeddings", True), "embedding_norm": True,
     }  # fmt: skip
     return [LayerSpec(attention, MLPSpec(4 * d, "gelu", True))] * n_layers, fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, bloom)

@@ -34,3 +34,6 @@ def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, deepseek)

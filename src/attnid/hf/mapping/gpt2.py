@@ -22,3 +22,6 @@ def gpt2(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "max_positions_default": 1024,
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * n_layers, fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, gpt2)

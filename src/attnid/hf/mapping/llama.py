@@ -111,3 +111,6 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, llama_family)

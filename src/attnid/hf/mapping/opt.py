@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
-from .keys import mlp_kind, read_flag, read_float, read_int, read_str
+from .keys import mlp_kind, read_flag, read_int, read_str
 
 MODEL_TYPES = ("opt",)
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
@@ -37,3 +37,6 @@ def opt(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "position_offset": POSITION_OFFSET, "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
+
+
+MAPPERS = dict.fromkeys(MODEL_TYPES, opt)

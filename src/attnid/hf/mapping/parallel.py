@@ -101,3 +101,11 @@ def falcon(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "tied": read_flag(cfg, "tie_word_embeddings", True),
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers", "n_layer"), fields
+
+
+MAPPERS = {
+    "gptj": gptj,
+    "gpt_neox": gpt_neox,
+    "phi": phi,
+    **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), falcon),
+}
