@@ -84,7 +84,7 @@ def test_touching_a_figure_script_reruns_only_that_figure(built):
     assert "fig_architectures" in plan
     # only the figure and what reads it (its notebook, the paper) may rerun
     # (provenance records a hash of the uncommitted changes, so its record and the macros the paper cites follow)
-    assert plan <= {"fig_architectures", "nb_counting", "nb_html", "paper", "all", "provenance", "macros"}, plan
+    assert plan <= {"fig_architectures", "nb_counting", "nb_publish", "paper", "all", "provenance", "macros"}, plan
     assert not plan & {"counting_ratios", "jacobian_verification", "train_run", "training_aggregate", "fig_ratio"}
 
 

@@ -1,6 +1,8 @@
-# Notebooks: executed by Snakemake's `notebook:` directive; the executed copy is kept as
-# the rule's notebook log under results/notebooks/. They read results and figures, never recompute
-# them; each writes a small JSON of what it read (its output, so the rule has a target).
+# Notebooks: executed by Snakemake's `notebook:` directive, which keeps the copy being executed as the
+# rule's notebook log (results/<preset>/logs/notebooks/). They read results and figures, never recompute
+# them; each writes a small JSON of what it read (its output, so the rule has a target). Rule
+# nb_publish then publishes the executed copy, only when every cell ran, under results/notebooks/
+# (atomically, with its HTML): an interrupted notebook leaves a log, never a file that looks finished.
 # Include after figures.smk (they show its figures).
 
 
@@ -15,7 +17,7 @@ rule nb_counting:
     output:
         summary=f"{RESULTS}/notebooks/01_counting.json",
     log:
-        notebook=f"{RESULTS}/notebooks/01_counting.ipynb",
+        notebook=f"{RESULTS}/logs/notebooks/01_counting.ipynb",
     conda:
         CONDA_ENV
     notebook:
@@ -34,7 +36,7 @@ rule nb_jacobian:
     output:
         summary=f"{RESULTS}/notebooks/02_jacobian.json",
     log:
-        notebook=f"{RESULTS}/notebooks/02_jacobian.ipynb",
+        notebook=f"{RESULTS}/logs/notebooks/02_jacobian.ipynb",
     conda:
         CONDA_ENV
     notebook:
@@ -52,30 +54,31 @@ rule nb_training:
     output:
         summary=f"{RESULTS}/notebooks/03_training.json",
     log:
-        notebook=f"{RESULTS}/notebooks/03_training.ipynb",
+        notebook=f"{RESULTS}/logs/notebooks/03_training.ipynb",
     conda:
         CONDA_ENV
     notebook:
         "../../notebooks/03_training.py.ipynb"
 
 
-# The executed notebooks as HTML, linked from `snakemake --report` (category Notebooks).
-rule nb_html:
+# The executed notebooks, published with their HTML (linked from `snakemake --report`, category Notebooks).
+rule nb_publish:
     input:
-        script_inputs("notebook_html.py"),
+        script_inputs("notebook_publish.py"),
         executed=f"{RESULTS}/notebooks/{{name}}.json",
     output:
-        report(f"{RESULTS}/notebooks/{{name}}.html", category="Notebooks"),
+        notebook=f"{RESULTS}/notebooks/{{name}}.ipynb",
+        html=report(f"{RESULTS}/notebooks/{{name}}.html", category="Notebooks"),
     log:
-        logfile("nb_html/{name}"),
+        logfile("nb_publish/{name}"),
     wildcard_constraints:
         name=r"\d\d_[a-z_]+",
     conda:
         CONDA_ENV
     params:
-        notebook=lambda wildcards: f"{RESULTS}/notebooks/{wildcards.name}.ipynb",
+        executed=lambda wildcards: f"{RESULTS}/logs/notebooks/{wildcards.name}.ipynb",
     script:
-        "../scripts/notebook_html.py"
+        "../scripts/notebook_publish.py"
 
 
 TARGETS["notebooks"] += [
@@ -84,5 +87,8 @@ TARGETS["notebooks"] += [
     *rules.nb_training.output,
 ]
 TARGETS["notebooks"] += [
-    f.replace(".json", ".html") for f in TARGETS["notebooks"] if f.endswith(".json")
+    f.replace(".json", suffix)
+    for f in list(TARGETS["notebooks"])
+    if f.endswith(".json")
+    for suffix in (".ipynb", ".html")
 ]
