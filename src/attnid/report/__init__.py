@@ -2,9 +2,11 @@
 
 - `latex`: the one number formatter (`number`), the one macro namer (`macro_name`), booktabs tables;
 - `macros`: the paper's macro sets and the check that the paper cites exactly what is generated;
-- `tables`: table builders; `names`: display names of the sweep's values and of spec labels; `config_doc`: config/README.md;
+- `tables`: table builders; `names`: display names of the sweep's values and of spec labels;
+- `config_doc`: config/README.md;
 - `style`: the figure style and byte-stable saving (matplotlib); `seeds`: mean and band over seeds;
 - `significance`: paired t-tests and Holm's correction for many cells.
 
-Nothing here computes a result and nothing imports torch: it only formats what the other layers measured.
+Nothing here computes a result and nothing imports torch: it formats, and summarises over seeds, what the
+other layers measured.
 """
