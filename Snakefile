@@ -27,6 +27,7 @@ include: "workflow/rules/hf.smk"
 include: "workflow/rules/whole_model.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/training.smk"
+include: "workflow/rules/training_report.smk"
 include: "workflow/rules/symmetry.smk"
 # figures, notebooks, paper: keep these last (they read the outputs of the topic rules above)
 include: "workflow/rules/figures.smk"

@@ -22,8 +22,12 @@ sys.path.insert(0, str(SCRIPTS))
 
 import fig_architectures
 import fig_ratio
+import fig_spectrum
+import fig_whole_model
+from figure_checks import assert_printable
 
-FIGURES = ["ratio", "architectures", "overlap", "loss", "conserved"]
+FIGURES = ["ratio", "architectures", "overlap", "loss", "conserved", "spectrum", "whole_model", "weight_decay",
+           "preconditioner", "gauge", "rebalance_effect"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +93,52 @@ def test_architectures_figure_shows_the_identified_share():
     fig = fig_architectures.plot(arch)
     dots = fig.axes[0].lines[0]
     assert np.allclose(sorted(dots.get_xdata()), [75.0, 95.0])
+
+
+@pytest.fixture(scope="module")
+def spectra():
+    """Synthetic results/jacobian/spectra.csv: two specs, singular values falling to zero past the rank."""
+    rows = []
+    for label, P, N in (("d8_h2_g2_k4_v4_r0_bnone", 256, 64), ("d4_h2_g1_k6_v6_r2_bqkv", 140, 50)):
+        sigma = np.r_[np.geomspace(1, 1e-3, P - N), np.full(N, 1e-17)]
+        rows += [dict(label=label, index=i + 1, sigma=s, predicted_rank=P - N, rank_rtol=1e-10)
+                 for i, s in enumerate(sigma)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def whole_model():
+    """Synthetic results/tables/whole_model.csv: three models, one source (embeddings) far below a visible bar."""
+    return pd.DataFrame(dict(name=["A-1B", "B-7B", "C-70B"], model=["a", "b", "c"], status="ok", ratio=[0.01, 0.002, 0.0007],
+                             unidentified=[1000, 2000, 4000], src_attention=[800, 600, 1000], src_residual_rotations=[100, 1300, 2900],
+                             src_norm_gain=[99, 100, 100], src_embeddings=[1, 0, 0]))  # fmt: skip
+
+
+def test_spectrum_legend_names_each_spec_in_words(spectra):
+    fig = fig_spectrum.plot(spectra)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0].startswith("$d=8$, $H=2$, no RoPE, no biases") and "$P = 256$, $N = 64$" in labels[0]
+    assert "$G=1$" in labels[1] and "RoPE 2/6" in labels[1] and "biases qkv" in labels[1]
+    assert_printable(fig, "jacobian_spectrum")
+
+
+def test_whole_model_figure_names_the_sources_it_cannot_draw(whole_model):
+    fig = fig_whole_model.plot(whole_model)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["attention", "stream rotations", "norm gain / bias"]
+    assert "not drawn: embeddings, rest: at most 0.1%" in ax.get_xlabel()
+    assert any("share of $P$" in t.get_text() for t in ax.texts)  # the right-hand column has a heading
+    assert_printable(fig, "whole_model")
+
+
+def test_ratio_and_architectures_figures_print_at_their_width(ratios):
+    points = ratios[["label", "ratio"]].rename(columns={"ratio": "ratio_measured"})
+    assert_printable(fig_ratio.plot(ratios, points), "ratio")
+    arch = pd.DataFrame(dict(model=["A", "B"], n_heads=[4, 8], total=[100, 200], identified=[75, 190],
+                             model_unidentified=[25e6, 1e4]))  # fmt: skip
+    fig = fig_architectures.plot(arch)
+    assert any(t.get_text() == "identified\n(unidentified)" for t in fig.axes[0].texts)
+    assert_printable(fig, "architectures")
 
 
 def test_every_figure_has_a_script_and_a_report_caption():

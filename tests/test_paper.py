@@ -110,8 +110,9 @@ def test_numbers_in_the_pdf_match_the_results(built):
     for row in arch.itertuples():  # whole-model counts as in the architectures table
         assert f"{row.model_unidentified:,}" in text, row.model
     verification = pd.read_csv(res / "jacobian/verification.csv")
-    passed = int(verification["passed"].astype(bool).sum())
-    assert f"Of its {len(verification)} configurations, {passed} agree" in text
+    passed, n = int(verification["passed"].astype(bool).sum()), len(verification)
+    agreement = f"all {n}" if passed == n else f"{passed} of the {n}"
+    assert f"Of its {n} configurations, the count agrees with the measurement on {agreement}" in text
     summary = pd.read_parquet(res / "training/summary.parquet")
     assert f"The sweep has {len(summary)} runs" in text
 
@@ -122,3 +123,130 @@ def test_no_unresolved_references_or_missing_pieces(built):
     _, text = built
     assert "??" not in text and "[?]" not in text
     assert "nan" not in text.lower().split(), "a generated table or macro prints nan (see results/tables/*.tex)"
+
+
+# --- Layout and names: the paper a referee reads -----------------------------------------------------
+
+OVERFULL = re.compile(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", re.M)
+MAX_OVERFULL_PT = 2.0
+FLOAT = re.compile(r"\\begin\{(figure\*?|table\*?)\}(.*?)\\end\{\1\}", re.S)
+# Names a reader cannot decode: the sweep's config ids and spec labels (attnid.spec.AttentionSpec.label).
+CONFIG_ID = re.compile(r"teacher\\?_student|sgd\\?_wd|sgd\\?_momentum|adam\\?_shared|\bd\d+\\?_h\d+\\?_g\d+")
+
+
+def floats(tex: str) -> list[tuple[str, str]]:
+    """(environment, body) of every figure and table of a LaTeX source, comments dropped."""
+    return [(m.group(1), m.group(2)) for m in FLOAT.finditer(re.sub(r"(?<!\\)%.*", "", tex))]
+
+
+def overfull_boxes(log_text: str) -> list[tuple[float, str]]:
+    """(points, log line) of every overfull box in a LaTeX log."""
+    return [(float(m.group(2)), m.group(1)) for m in OVERFULL.finditer(log_text)]
+
+
+def test_overfull_boxes_are_read_from_a_log():
+    log = "Overfull \\hbox (66.0pt too wide) in paragraph at lines 100--105\nOverfull \\vbox (1.5pt too high) has"
+    assert overfull_boxes(log) == [
+        (66.0, "Overfull \\hbox (66.0pt too wide) in paragraph at lines 100--105"),
+        (1.5, "Overfull \\vbox (1.5pt too high) has"),
+    ]
+
+
+def test_every_figure_and_table_is_labelled_and_referenced():
+    """Each float has one \\label, referenced by a \\ref outside that float."""
+    tex = paper_source(ROOT)
+    bodies = floats(tex)
+    assert len(bodies) >= 10
+    outside = FLOAT.sub("", re.sub(r"(?<!\\)%.*", "", tex))
+    refs = set(re.findall(r"\\ref\{([^}]+)\}", outside))
+    for env, body in bodies:
+        labels = re.findall(r"\\label\{([^}]+)\}", body)
+        assert len(labels) == 1, f"a {env} with labels {labels}"
+        assert labels[0] in refs, f"{env} \\label{{{labels[0]}}} is never referenced in the text"
+
+
+def test_every_caption_is_below_its_figure_or_table():
+    for env, body in floats(paper_source(ROOT)):
+        content = max(body.rfind("\\input{"), body.rfind("\\includegraphics"))
+        assert 0 <= content < body.find("\\caption"), f"a {env} whose caption is not below its content"
+
+
+def test_no_table_or_figure_is_shrunk():
+    """Tables print at their own size (no \\resizebox, \\scalebox or a fit-to-width macro) and nothing smaller
+    than \\scriptsize (7 pt in a 10 pt paper); figures are included at the width they are drawn at."""
+    tex = re.sub(r"(?<!\\)%.*", "", paper_source(ROOT))
+    for command in ("\\resizebox", "\\scalebox", "\\fit{", "\\tiny", "\\adjustbox"):
+        assert command not in tex, f"{command} in paper/"
+    widths = re.findall(r"\\includegraphics\[width=([^\]]+)\]", tex)
+    assert widths and set(widths) <= {"\\columnwidth", "\\textwidth"}, set(widths)
+
+
+def test_the_figure_widths_are_the_papers_column_and_text_widths():
+    """attnid.report.style draws at \\columnwidth and \\textwidth as paper/main.tex's geometry sets them."""
+    from attnid.report.style import COLUMN_WIDTH, FULL_WIDTH
+
+    main = (ROOT / "paper" / "main.tex").read_text()
+    geometry = re.search(r"\\usepackage\[margin=([\d.]+)in,columnsep=([\d.]+)in\]\{geometry\}", main)
+    assert geometry and "twocolumn" in main and "a4paper" not in main  # letter paper, 8.5 in wide
+    margin, gap = map(float, geometry.groups())
+    assert FULL_WIDTH == pytest.approx(8.5 - 2 * margin)
+    assert COLUMN_WIDTH == pytest.approx((FULL_WIDTH - gap) / 2)
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_the_built_paper_has_no_overfull_box(built):
+    root, _ = built
+    boxes = overfull_boxes((root / RESULTS / "paper/build/main.log").read_text(errors="replace"))
+    too_wide = [line for points, line in boxes if points > MAX_OVERFULL_PT]
+    assert not too_wide, "\n".join(too_wide)
+
+
+def pdf_width_and_font_sizes(path: Path) -> tuple[float, list[float]]:
+    """Width of a (matplotlib) PDF in points and the size of every font it sets (`/F<n> <size> Tf`)."""
+    import zlib
+
+    data = path.read_bytes()
+    box = [float(x) for x in re.search(rb"/MediaBox\s*\[([^\]]*)\]", data).group(1).split()]
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            text = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        sizes += [float(x) for x in re.findall(rb"/F\d+\s+([\d.]+)\s+Tf", text)]
+    return box[2] - box[0], sizes
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_figures_are_printed_unscaled_with_text_of_at_least_7pt(built):
+    """Each figure's PDF is as wide as the width it is included at (so LaTeX does not shrink it) and no text is
+    set below MIN_FONT_PT; mathtext sub- and superscripts are 0.7 of their text, like LaTeX's script sizes."""
+    from attnid.report.style import COLUMN_WIDTH, FULL_WIDTH, MIN_FONT_PT
+
+    root, _ = built
+    width_in = {"\\columnwidth": COLUMN_WIDTH, "\\textwidth": FULL_WIDTH}
+    tex = re.sub(r"(?<!\\)%.*", "", paper_source(root))
+    included = re.findall(r"\\includegraphics\[width=([^\]]+)\]\{results/figures/([^}]+)\}", tex)
+    assert len(included) >= 10
+    for width, name in included:
+        pdf_width, sizes = pdf_width_and_font_sizes(root / RESULTS / "figures" / name)
+        scale = 72 * width_in[width] / pdf_width
+        assert scale == pytest.approx(1, abs=0.005), f"{name} is drawn {pdf_width / 72:.2f} in wide, printed at {width}"
+        assert sizes and min(sizes) * scale >= 0.7 * MIN_FONT_PT - 0.01, f"{name}: text at {min(sizes) * scale:.1f} pt"
+        assert max(sizes) * scale >= MIN_FONT_PT
+
+
+@NEEDS_TEX
+@pytest.mark.slow
+def test_tables_and_the_text_use_display_names(built):
+    """No config id (teacher_student, sgd_wd, adam_shared, ...) or spec label (d8_h2_g2_...) in a table the paper
+    inputs or anywhere in the PDF text."""
+    root, text = built
+    inputs = re.findall(r"\\input\{(results/tables/[^}]+)\}", re.sub(r"(?<!\\)%.*", "", paper_source(root)))
+    assert len(inputs) >= 8
+    for rel in inputs:
+        found = CONFIG_ID.findall((root / RESULTS / rel.removeprefix("results/")).read_text())
+        assert not found, f"{rel}: {found}"
+    assert not CONFIG_ID.findall(text), CONFIG_ID.findall(text)[:5]

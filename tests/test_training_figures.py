@@ -25,6 +25,7 @@ import fig_preconditioner
 import fig_rebalance_effect
 import fig_weight_decay
 from figtraining import band
+from figure_checks import assert_printable
 
 from attnid.training import analysis
 
@@ -104,3 +105,38 @@ def test_weight_decay_and_effect_figures(summary):
     assert_no_empty_panel(fig_weight_decay.plot(decay, lr))
     effects = analysis.paired_differences(summary.assign(steps_to_target=summary["seed"] * 1.0))
     assert_no_empty_panel(fig_rebalance_effect.plot(effects))
+
+
+def test_overlap_figure_keeps_every_optimizer_visible(summary):
+    """Each optimizer has its own marker and its points at one H sit apart from the others' (no marker hidden)."""
+    fig = fig_overlap.plot(summary)
+    lines = [ln for ln in fig.axes[0].lines if "chance" not in ln.get_label() and len(ln.get_xdata())]
+    markers = [ln.get_marker() for ln in lines]
+    assert len(set(markers)) == len(markers) == 3  # adam, adam_shared, sgd_momentum (plain SGD left out)
+    xs = np.array([ln.get_xdata() for ln in lines])
+    assert (np.diff(np.sort(xs, axis=0), axis=0) > 0).all()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    chance = fig.legends[0].legend_handles[legend.index(next(t for t in legend if "chance" in t))]
+    assert chance.get_linestyle() == "--" and chance.get_marker() == "_"
+
+
+def test_gauge_figure_shows_plain_sgd(summary):
+    fig = fig_gauge.plot(summary)
+    assert "SGD" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
+
+
+def test_training_figures_print_at_their_width_with_readable_text(summary, metrics):
+    assert_printable(fig_overlap.plot(summary), "overlap")
+    assert_printable(fig_preconditioner.plot(summary), "preconditioner")
+    assert_printable(fig_gauge.plot(summary), "gauge")
+    assert_printable(fig_loss.plot(metrics, summary), "loss")
+    assert_printable(fig_conserved.plot(metrics, summary), "conserved")
+    effects = analysis.paired_differences(summary.assign(steps_to_target=summary["seed"] * 1.0))
+    assert_printable(fig_rebalance_effect.plot(effects), "rebalance_effect")
+    steps = np.arange(20)
+    decay = pd.concat([pd.DataFrame({"task": "teacher_student", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s,
+                                     "part": part, "step": steps, "measured": 0.99 ** (2 * steps), "predicted": 0.99 ** (2 * steps)})
+                       for s in SEEDS for part in ("query_key", "value_output")])  # fmt: skip
+    lr = pd.DataFrame([{"seed": s, "lr": lr, "final_drift_query_key": lr**2, "final_drift_value_output": 2 * lr**2, "diverged": False}
+                       for s in SEEDS for lr in (0.1, 0.2, 0.4)])  # fmt: skip
+    assert_printable(fig_weight_decay.plot(decay, lr), "weight_decay")

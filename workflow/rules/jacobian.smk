@@ -126,8 +126,8 @@ rule jacobian_table_bias_effects:
 
 rule fig_spectrum:
     input:
-        f"{JAC}/spectra.csv",
         script_inputs("fig_spectrum.py"),
+        spectra=f"{JAC}/spectra.csv",
     output:
         pdf=f"{RESULTS}/figures/jacobian_spectrum.pdf",
         png=report(

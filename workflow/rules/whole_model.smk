@@ -44,7 +44,11 @@ rule fig_whole_model:
         whole_model=f"{RESULTS}/tables/whole_model.csv",
     output:
         pdf=f"{RESULTS}/figures/whole_model.pdf",
-        png=report(f"{RESULTS}/figures/whole_model.png", category="Counting"),
+        png=report(
+            f"{RESULTS}/figures/whole_model.png",
+            caption="../report/whole_model.rst",
+            category="Counting",
+        ),
     log:
         logfile("fig_whole_model"),
     conda:

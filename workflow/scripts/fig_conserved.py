@@ -11,7 +11,7 @@ import pandas as pd
 from figtraining import OPTIMIZER_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
 
 from attnid.report.seeds import at_largest_heads
-from attnid.report.style import FULL_WIDTH, PALETTE, label_grid, use_style
+from attnid.report.style import COLUMN_WIDTH, PALETTE, label_grid, use_style
 
 PARTS = {"drift_query_key": "query-key imbalance", "drift_value_output": "value-output imbalance"}
 KEYS = ["task", "optimizer", "heads", "seed", "step"]
@@ -24,8 +24,8 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     df, heads = at_largest_heads(metrics[(metrics["step"] > 0) & (metrics["rebalance"] == "none")])
     per_run = readable(df.groupby(KEYS, as_index=False)[list(PARTS)].mean())
     tasks, optimizers = names(df, "task", TASK_NAMES), names(df, "optimizer", OPTIMIZER_NAMES)
-    fig, axes = plt.subplots(len(tasks), len(PARTS), figsize=(FULL_WIDTH * 0.62, 0.6 + 1.6 * len(tasks)),
-                             sharex="row", sharey=True, squeeze=False, constrained_layout=True)  # fmt: skip
+    fig, axes = plt.subplots(len(tasks), len(PARTS), figsize=(COLUMN_WIDTH, 1.1 + 1.5 * len(tasks)),
+                             sharex="row", sharey=True, squeeze=False)  # fmt: skip
     colours = dict(zip(optimizers, PALETTE))
     for (i, task), (j, part) in ((a, b) for a in enumerate(tasks) for b in enumerate(PARTS)):
         b = band(per_run[per_run["task"] == task], ["optimizer"], part, log=True)
@@ -35,7 +35,7 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
     label_grid(axes, [f"{t} ($H = {heads[t]}$)" for t in tasks], list(PARTS.values()), "drift")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3))
+    fig.legend(handles, labels, loc="outside lower center", ncol=2)
     note_diverged(fig, summary)
     return fig
 

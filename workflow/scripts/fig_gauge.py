@@ -3,8 +3,9 @@
 Reads results/training/summary.parquet. Per optimizer (x) and task (panels): the mean overlap
 ||P_T u|| / ||u|| of the updates at the iterate (Euclidean), and the overlap after moving the iterate
 and its update to the balanced point of its orbit (gauge-invariant: the same at every point of the
-orbit); filled: no rebalancing, open: balance every few steps. Plain SGD is left out (zero
-Euclidean overlap by construction). 95% t-intervals over seeds and head counts.
+orbit); colours: the measure, without rebalancing and with balancing every few steps. Plain SGD is
+shown too: its Euclidean overlap is float rounding, its gauge-invariant overlap is not (the map to the
+balanced point is not orthogonal at an unbalanced iterate). 95% t-intervals over seeds and head counts.
 """
 
 import pandas as pd
@@ -18,9 +19,7 @@ def plot(summary: pd.DataFrame):
     import seaborn as sns
 
     use_style()
-    runs = summary[
-        summary["rebalance"].isin(["none", "balance"]) & ~summary["diverged"] & (summary["optimizer"] != "sgd")
-    ]
+    runs = summary[summary["rebalance"].isin(["none", "balance"]) & ~summary["diverged"]]
     long = readable(runs).melt(
         id_vars=["task", "optimizer", "rebalance", "heads", "seed"], value_vars=["mean_overlap_all", "mean_overlap_gauge"],
         var_name="measure", value_name="overlap",
@@ -33,7 +32,7 @@ def plot(summary: pd.DataFrame):
     order = names(runs, "optimizer", OPTIMIZER_NAMES)
     series = [f"{m}, {r}" for m in ("Euclidean", "at the balanced point") for r in ("no rebalancing", "balance")]
     colours = [PALETTE[0], PALETTE[5], PALETTE[3], PALETTE[1]]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.6), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         cell = long[long["task"] == task]
         sns.pointplot(cell, x="optimizer", y="overlap", hue="series", order=[o for o in order if o in set(cell["optimizer"])],

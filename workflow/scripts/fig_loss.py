@@ -6,11 +6,13 @@ loss where evaluated. 95% t-intervals over seeds of log10 loss, i.e. geometric m
 count of each task. Diverged runs are left out and counted in a footnote.
 """
 
+import textwrap
+
 import pandas as pd
 from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
 
 from attnid.report.seeds import at_largest_heads
-from attnid.report.style import FULL_WIDTH, PALETTE, use_style
+from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
 
 KEYS = ["task", "optimizer", "rebalance", "heads", "seed", "step"]
 
@@ -28,8 +30,8 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
     width = max(len(o) for o in optimizers.values())
-    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.5 + 1.6 * len(tasks)),
-                             sharex="row", sharey="row", squeeze=False, constrained_layout=True)  # fmt: skip
+    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.6 * len(tasks)),
+                             sharex="row", sharey="row", squeeze=False)  # fmt: skip
     train = band(per_run, ["task", "optimizer", "rebalance"], "loss", log=True)
     evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss", log=True)
     heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
@@ -44,8 +46,8 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
                 for b, style in ((train, {}), (evaluated, {"ls": "--", "marker": "."})):
                     sel = b[(b["task"] == task) & (b["optimizer"] == opt) & (b["rebalance"] == mode)]
                     draw_band(ax, sel, colours[mode], **style)
-            ax.set(yscale="log", title=opt, xlabel="step" if i == len(tasks) - 1 else "")
-            ax.title.set_fontsize(7)
+            ax.set(yscale="log", title=textwrap.fill(opt, 16), xlabel="step" if i == len(tasks) - 1 else "")
+            ax.title.set_fontsize(MIN_FONT_PT)
         axes[i, 0].set_ylabel(f"{task} ($H = {heads[task]}$)\nloss")
     from matplotlib.lines import Line2D
 

@@ -2,39 +2,59 @@
 
 Reads results/training/summary.parquet (one row per run). Overlap of a run: the mean over steps and
 attention layers of ||P_T u|| / ||u||, P_T the orthogonal projection onto the tangent space of the
-symmetry orbit (no rebalancing). One panel per task; colour: optimizer; 95% t-intervals over seeds;
-dashed black: the chance level sqrt(dim T / P) of a random direction, sqrt(1 / (2H)) for MHA
-(slope -1/2 on these log-log axes). Plain SGD is left out: its overlap is float rounding (~1e-16).
+symmetry orbit (no rebalancing). One panel per task; colour and marker: optimizer; means with 95%
+t-intervals over seeds as error bars, the optimizers at one H drawn slightly apart (figtraining.DODGE)
+so that coinciding points stay visible; black ticks joined by a dashed line: the chance level
+sqrt(dim T / P) of a random direction, sqrt(1 / (2H)) for MHA (slope -1/2 on these log-log axes).
+Plain SGD is left out: its overlap is float rounding (~1e-16).
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable
+from figtraining import (
+    MARKERS,
+    OPTIMIZER_NAMES,
+    TASK_NAMES,
+    dodged,
+    draw_points,
+    mean_ci,
+    names,
+    note_diverged,
+    readable,
+)
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
+
+# the chance level: black ticks at the measured H joined by a dashed line (one tick where a task has one H)
+CHANCE = dict(color="k", ls="--", marker="_", ms=12, mew=1.2, lw=0.9, label="chance $(\\dim T / P)^{1/2}$")
 
 
 def plot(summary: pd.DataFrame):
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.lines import Line2D
 
     use_style()
     runs = summary[(summary["rebalance"] == "none") & ~summary["diverged"] & (summary["optimizer"] != "sgd")]
     tasks = names(runs, "task", TASK_NAMES)
     shown = readable(runs)
     order = names(runs, "optimizer", OPTIMIZER_NAMES)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.4), squeeze=False, constrained_layout=True)
+    style = {opt: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, opt in enumerate(order)}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(FULL_WIDTH, 2.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         cell = shown[shown["task"] == task]
-        sns.lineplot(cell, x="heads", y="mean_overlap_all", hue="optimizer", hue_order=order, palette=PALETTE[: len(order)],
-                     errorbar=CI, marker="o", ax=ax, legend=ax is axes[0, 0])  # fmt: skip
+        present = [o for o in order if o in set(cell["optimizer"])]
+        for i, opt in enumerate(present):
+            stats = mean_ci(cell[cell["optimizer"] == opt], "heads", "mean_overlap_all")
+            draw_points(ax, stats, dodged(stats["heads"], i, len(present)), *style[opt], label=opt)
         chance = cell.groupby("heads")["chance_all"].mean()
-        ax.plot(chance.index, chance.to_numpy(), "k--", marker="_", ms=10, lw=0.9, label="chance $\\sqrt{\\dim T / P}$")
+        ax.plot(chance.index, chance.to_numpy(), **CHANCE)
+        heads = sorted(cell["heads"].unique())
         ax.set(xscale="log", yscale="log", title=task, xlabel="heads $H$", ylabel=r"mean overlap $\|P_T u\| / \|u\|$")
-        ax.set_xticks(sorted(cell["heads"].unique()), [str(h) for h in sorted(cell["heads"].unique())])
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    if axes[0, 0].get_legend():
-        axes[0, 0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4))
+        ax.set_xticks(heads, [str(h) for h in heads])
+        ax.minorticks_off()
+        ax.set_xlim(min(heads) / 1.4, max(heads) * 1.4)
+    handles = [Line2D([], [], color=c, marker=m, ms=4, lw=1.0, label=o) for o, (c, m) in style.items()]
+    handles.append(Line2D([], [], **CHANCE))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3))
     note_diverged(fig, summary)
     return fig
 

@@ -1,45 +1,59 @@
 """Figure `preconditioner`: Adam against Adam with one second moment per symmetry block.
 
 Reads results/training/summary.parquet (no rebalancing). Columns of panels: the mean overlap of
-the updates with the unidentified subspace, and the final held-out loss; rows: tasks; x: heads H;
-colour: optimizer (Adam; Adam whose second moment is averaged over each query-key and each
-value-output block of a KV group, a preconditioner the symmetry group commutes with; SGD with
-momentum for reference). 95% t-intervals over seeds.
+the updates with the unidentified subspace, and the final held-out loss; rows: tasks (one column of
+the paper); x: heads H; colour and marker: optimizer (Adam; Adam whose second
+moment is averaged over each query-key and each value-output block of a KV group, so that its update
+is a multiple of the gradient on each symmetry block; SGD with momentum for reference), drawn slightly
+apart at one H. 95% t-intervals over seeds.
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable
+from figtraining import (
+    MARKERS,
+    OPTIMIZER_NAMES,
+    TASK_NAMES,
+    dodged,
+    draw_points,
+    mean_ci,
+    names,
+    note_diverged,
+    readable,
+)
 
-from attnid.report.style import FULL_WIDTH, PALETTE, use_style
+from attnid.report.style import COLUMN_WIDTH, MIN_FONT_PT, PALETTE, use_style
 
 SHOWN = ("adam", "adam_shared", "sgd_momentum")
 
 
 def plot(summary: pd.DataFrame):
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.lines import Line2D
 
     use_style()
     runs = summary[(summary["rebalance"] == "none") & ~summary["diverged"] & summary["optimizer"].isin(SHOWN)]
     tasks = names(runs, "task", TASK_NAMES)
     shown = readable(runs)
     order = names(runs, "optimizer", OPTIMIZER_NAMES)
-    fig, axes = plt.subplots(
-        len(tasks), 2, figsize=(FULL_WIDTH * 0.75, 0.6 + 1.9 * len(tasks)), squeeze=False, constrained_layout=True
-    )
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(COLUMN_WIDTH, 1.0 + 1.55 * len(tasks)), squeeze=False)
+    style = {opt: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, opt in enumerate(order)}
+    measures = (("mean_overlap_all", r"mean overlap $\|P_T u\|/\|u\|$"), ("final_eval_loss", "final held-out loss"))
     for i, task in enumerate(tasks):
         cell = shown[shown["task"] == task]
-        for j, (column, label) in enumerate(
-            (("mean_overlap_all", r"mean overlap $\|P_T u\|/\|u\|$"), ("final_eval_loss", "final held-out loss"))
-        ):
+        heads = sorted(cell["heads"].unique())
+        for j, (column, label) in enumerate(measures):
             ax = axes[i, j]
-            sns.lineplot(cell, x="heads", y=column, hue="optimizer", hue_order=order, palette=PALETTE[: len(order)],
-                         errorbar=CI, marker="o", ax=ax, legend=(i, j) == (0, 0))  # fmt: skip
-            ax.set(xscale="log", yscale="log", xlabel="heads $H$", ylabel=f"{task}\n{label}" if j == 0 else label)
-            ax.set_xticks(sorted(cell["heads"].unique()), [str(h) for h in sorted(cell["heads"].unique())])
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    axes[0, 0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
+            present = [o for o in order if o in set(cell["optimizer"])]
+            for k, opt in enumerate(present):
+                stats = mean_ci(cell[cell["optimizer"] == opt], "heads", column)
+                draw_points(ax, stats, dodged(stats["heads"], k, len(present)), *style[opt], label=opt)
+            ax.set(xscale="log", yscale="log", xlabel="heads $H$" if i == len(tasks) - 1 else "", ylabel=label)
+            ax.set_title(task, fontsize=MIN_FONT_PT + 1)
+            ax.set_xticks(heads, [str(h) for h in heads])
+            ax.minorticks_off()
+            ax.set_xlim(min(heads) / 1.4, max(heads) * 1.4)
+    handles = [Line2D([], [], color=c, marker=m, ms=4, lw=1.0, label=o) for o, (c, m) in style.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2)
     note_diverged(fig, summary)
     return fig
 

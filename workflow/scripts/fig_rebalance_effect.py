@@ -14,8 +14,8 @@ from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names,
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 MEASURES = {
-    "log_eval_loss": r"$\Delta \log_{10}$ final held-out loss",
-    "steps_to_target": r"$\Delta$ steps to target loss",
+    "log_eval_loss": r"$\Delta \log_{10}$ held-out loss",
+    "steps_to_target": r"$\Delta$ steps to target",
 }
 
 
@@ -39,7 +39,7 @@ def plot(effects: pd.DataFrame):
             sns.pointplot(cell, x="optimizer", y=column, hue="rebalance", order=[o for o in order if o in set(cell["optimizer"])],
                           hue_order=modes, palette=PALETTE[1 : 1 + len(modes)], errorbar=CI, dodge=0.4, linestyle="none",
                           markersize=4, ax=ax, legend=(i, j) == (0, 0))  # fmt: skip
-            ax.set(xlabel="", ylabel=f"{task}\n{label}" if j == 0 else label)
+            ax.set(xlabel="", ylabel=label, title=task)
             slanted(ax)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     axes[0, 0].get_legend().remove()

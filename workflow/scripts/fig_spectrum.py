@@ -1,23 +1,39 @@
-"""results/figures/jacobian_spectrum.pdf/.png: singular values of J (relative to the largest) of a
-few specs on a log scale, the predicted rank marked, the rank tolerance as a dotted line."""
+"""Figure `jacobian_spectrum`: singular values of the Jacobian of a few specs, the predicted rank marked.
 
-import matplotlib.pyplot as plt
+Reads results/jacobian/spectra.csv (long: label, index 1..P, sigma relative to the largest,
+predicted_rank, rank_rtol). x: the index over P, so specs of any size share the axis; y: sigma_i /
+sigma_max on a log scale (zeros drawn at the axis floor); dashed vertical: the predicted rank P - N
+of each spec; dotted horizontal: the rank tolerance. The legend names each spec in words
+(attnid.report.names.spec_text), not by its label.
+"""
 
-from attnid.io import log_to, read_result
-from attnid.report.style import PALETTE, save, use_style
+import pandas as pd
 
-log_to(snakemake.log[0])
-use_style()
-df = read_result(snakemake.input[0])
-fig, ax = plt.subplots()
-for colour, (label, spec) in zip(PALETTE, df.groupby("label", sort=False)):
-    rank = int(spec["predicted_rank"].iloc[0])
-    x = spec["index"] / len(spec)  # fraction of the P parameters, so specs of any size share the axis
-    ax.semilogy(x, spec["sigma"].clip(lower=1e-18), color=colour, label=f"{label} (P={len(spec)})")
-    ax.axvline(rank / len(spec), color=colour, linestyle="--", linewidth=0.8)
-ax.axhline(df["rank_rtol"].iloc[0], color="0.4", linestyle=":", linewidth=0.8, label="rank tolerance")
-ax.set_xlabel("singular value index / P (dashed: predicted rank)")
-ax.set_ylabel(r"$\sigma_i / \sigma_{\max}$")
-ax.set_ylim(1e-18, 3)
-ax.legend(loc="lower left", fontsize=5)
-save(fig, snakemake.output.pdf, snakemake.output.png)
+from attnid.report.names import spec_text
+from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
+
+FLOOR = 1e-18  # exact zeros of the float64 SVD are drawn here
+
+
+def plot(spectra: pd.DataFrame):
+    import matplotlib.pyplot as plt
+
+    use_style()
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.6))
+    for colour, (label, spec) in zip(PALETTE, spectra.groupby("label", sort=False)):
+        P, rank = len(spec), int(spec["predicted_rank"].iloc[0])
+        ax.semilogy(spec["index"] / P, spec["sigma"].clip(lower=FLOOR), color=colour,
+                    label=f"{spec_text(label)}\n$P = {P}$, $N = {P - rank}$ unidentified")  # fmt: skip
+        ax.axvline(rank / P, color=colour, linestyle="--", linewidth=0.8)
+    ax.axhline(spectra["rank_rtol"].iloc[0], color="0.4", linestyle=":", linewidth=0.8, label="rank tolerance")
+    ax.set_xlabel(r"index $i / P$ (dashed: predicted rank $(P - N)/P$)")
+    ax.set_ylabel(r"$\sigma_i / \sigma_{\max}$")
+    ax.set_ylim(FLOOR, 3)
+    fig.legend(loc="outside lower center", ncol=1)
+    return fig
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from figlib import main
+
+    main(snakemake, plot)  # noqa: F821

@@ -6,13 +6,17 @@ unidentified ones, %), grouped into attention (the layers' own symmetries), resi
 norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units (dense and
 routed experts' units, with a mixture of experts' router shift, and a parallel first block's MLP
 table), and the rest
-(embeddings, constants, unread rows). Text on the right: unidentified / P of the whole model.
+(embeddings, constants, unread rows). A group below VISIBLE (% of every model's unidentified parameters)
+would be an invisible bar: it is left out of the bars and the legend and named in a note under the
+axes with its largest share. Text on the right, under its heading: unidentified / P of the whole model.
 """
 
 import numpy as np
 import pandas as pd
 
-from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
+from attnid.report.style import COLUMN_WIDTH, MIN_FONT_PT, PALETTE, use_style
+
+VISIBLE = 0.5  # % of the bar: a group whose largest share is below this is named, not drawn
 
 GROUPS = {
     "attention": [
@@ -47,20 +51,25 @@ def plot(whole_model: pd.DataFrame):
         df["unidentified"], axis=0
     )
     y = np.arange(len(df))
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.1 + 0.2 * len(df)), constrained_layout=True)
+    shown = [g for g in GROUPS if 100 * shares[g].max() >= VISIBLE]
+    hidden = [g for g in GROUPS if g not in shown and shares[g].max() > 0]
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.5 + 0.2 * len(df)))
     left = np.zeros(len(df))
     for i, group in enumerate(GROUPS):
-        ax.barh(y, 100 * shares[group], left=100 * left, color=PALETTE[i % len(PALETTE)], label=group, height=0.75)
-        left += shares[group].to_numpy()
+        if group in shown:
+            ax.barh(y, 100 * shares[group], left=100 * left, color=PALETTE[i % len(PALETTE)], label=group, height=0.75)
+            left += shares[group].to_numpy()
     side = ax.get_yaxis_transform()
     for yi, ratio in zip(y, df["ratio"]):
-        ax.text(1.02, yi, f"{100 * ratio:.2f}%", transform=side, va="center", fontsize=6)
+        ax.text(1.03, yi, f"{100 * ratio:.2f}%", transform=side, va="center", fontsize=MIN_FONT_PT)
+    ax.text(1.03, len(df) - 0.45, "unidentified\nshare of $P$", transform=side, va="bottom", fontsize=MIN_FONT_PT)
     ax.set_yticks(y, df["name"] if "name" in df else df["model"])
     ax.set_xlim(0, 100)
     ax.set_ylim(-0.6, len(df) - 0.4)
-    ax.set_xlabel("share of the unidentified parameters (%)")
+    note = "; ".join(f"{g}: at most {100 * shares[g].max():.2g}%" for g in hidden)
+    ax.set_xlabel("share of the unidentified parameters (%)" + (f"\nnot drawn: {note}" if note else ""))
     ax.grid(axis="y", visible=False)
-    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, fontsize=6)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2)
     return fig
 
 

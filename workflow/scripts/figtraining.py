@@ -6,12 +6,34 @@ to seaborn as its `errorbar` callable.
 """
 
 import numpy as np
+import pandas as pd
 
 from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.report.style import MIN_FONT_PT
 from attnid.training.analysis import t_interval, t_quantile
 
 CI = t_interval  # seaborn errorbar: values -> (low, high), the 95% t-interval of the mean over seeds
 CI_TEXT = "mean and 95% interval over seeds"
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]  # one per optimizer, so coinciding points stay visible
+DODGE = 1.07  # factor between neighbouring optimizers' x on a log axis (points at one H drawn apart)
+
+
+def dodged(x, i: int, n: int):
+    """x of the i-th of n series at one position, spread by DODGE around it (log axes)."""
+    return np.asarray(x, dtype=float) * DODGE ** (i - (n - 1) / 2)
+
+
+def mean_ci(df, by: str, value: str):
+    """Per value of `by`: columns [by, mean, low, high], the 95% t-interval over the rows (seeds)."""
+    rows = [(key, g.mean(), *CI(g)) for key, g in df.groupby(by)[value]]
+    return pd.DataFrame(rows, columns=[by, "mean", "low", "high"])
+
+
+def draw_points(ax, stats, x, color, marker, label):
+    """Means with their intervals as error bars, joined by a line (NaN intervals drawn without a bar)."""
+    mean = stats["mean"].to_numpy()
+    err = np.nan_to_num(np.vstack([mean - stats["low"].to_numpy(), stats["high"].to_numpy() - mean]))
+    ax.errorbar(x, mean, yerr=err, color=color, marker=marker, ms=4, lw=1.0, elinewidth=0.9, capsize=0, label=label)
 
 
 def names(df, column: str, mapping: dict):
@@ -60,17 +82,21 @@ def note_diverged(fig, summary) -> None:
     if "diverged" in summary and summary["diverged"].any():
         n = int(summary["diverged"].sum())
         fig.text(0.01, 0.0, f"{n} diverged run(s) left out: {', '.join(sorted(set(summary.loc[summary['diverged'], 'optimizer'])))}",
-                 fontsize=6, color="#D55E00", va="bottom")  # fmt: skip
+                 fontsize=MIN_FONT_PT, color="#D55E00", va="bottom")  # fmt: skip
 
 
 __all__ = [
     "CI",
     "CI_TEXT",
+    "MARKERS",
     "OPTIMIZER_NAMES",
     "REBALANCE_NAMES",
     "TASK_NAMES",
     "band",
+    "dodged",
     "draw_band",
+    "draw_points",
+    "mean_ci",
     "names",
     "note_diverged",
     "readable",

@@ -1,6 +1,6 @@
 r"""results/macros/hf.tex: the real-module and modern-variant numbers the paper cites (\Hf..., \Variant...).
 
-Measured (results/hf/modules.csv): how many real modules were checked and agree, the worst gap, the
+Measured (results/hf/modules.csv): how many of the real modules checked agree ('all 28'), the worst gap, the
 range of the weakly identified singular values. Counted (attnid.counting_variants.EXAMPLE_VARIANTS,
 the same in every preset): unidentified and weakly identified dimensions of one small shape under
 each variant.
@@ -10,14 +10,13 @@ from attnid.counting import count
 from attnid.counting_variants import EXAMPLE_SHAPE, EXAMPLE_VARIANTS
 from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import macro_name, number, scientific
-from attnid.report.macros import fragment
+from attnid.report.macros import count_phrase, fragment
 from attnid.spec import AttentionSpec
 
 log = log_to(snakemake.log[0])  # noqa: F821
 df = read_result(snakemake.input.modules, columns=["agree", "gap", "weak_sigma_min", "weak_sigma_max"])  # noqa: F821
 values = {
-    "HfModules": str(len(df)),
-    "HfModulesAgree": str(int(df["agree"].astype(bool).sum())),
+    "HfModulesAgreement": count_phrase(int(df["agree"].astype(bool).sum()), len(df)),
     "HfWorstGap": number(df["gap"].min(), ".1f"),
     "HfWeakSigmaMin": scientific(df["weak_sigma_min"].min()),
     "HfWeakSigmaMax": scientific(df["weak_sigma_max"].max()),

@@ -3,13 +3,23 @@
 One row per family: number of specs, parameter range, how many agree (measured = predicted),
 are invariant (half batch, other seeds) and have their symmetry directions in the null space,
 the smallest kept and the largest dropped singular value (relative), the worst gap and the worst
-margin of the smallest kept value over the rank tolerance (decades).
+margin of the smallest kept value over the rank tolerance (decades). Families are shown by the
+display names of FAMILY_NAMES (the config's grid names otherwise, with spaces for underscores).
 """
 
 import pandas as pd
 
-from attnid.io import log_to, read_result
-from attnid.report.latex import write_table
+from attnid.io import atomic_write_csv, log_to, read_result
+from attnid.report.latex import scientific, write_table
+
+FAMILY_NAMES = {
+    "heads": "heads $H$",
+    "gqa": "grouped queries",
+    "head_sizes": "head sizes",
+    "rope_causal": "RoPE, causal",
+    "biases": "biases",
+    "biases_partial_rope": "biases, partial RoPE",
+}
 
 log_to(snakemake.log[0])
 df = read_result(snakemake.input[0], columns=["family", "total", "sigma_kept", "gap", "margin"])
@@ -40,9 +50,10 @@ for col in ("specs", "agree", "invariant", "directions"):
     table[col] = table[col].astype(int)
 for col in (r"min $\sigma_{\mathrm{kept}}$", r"max $\sigma_{\mathrm{drop}}$", "gap (dec.)", "margin (dec.)"):
     table[col] = table[col].astype(float)
-table["family"] = table["family"].str.replace("_", " ")
-formats = {
-    r"min $\sigma_{\mathrm{kept}}$": ".1e", r"max $\sigma_{\mathrm{drop}}$": ".1e", "gap (dec.)": ".1f", "margin (dec.)": ".1f"
-}  # fmt: skip
-write_table(table, snakemake.output.tex, snakemake.output.csv, formats=formats)
+table["family"] = [FAMILY_NAMES.get(f, f.replace("_", " ")) for f in table["family"]]
+atomic_write_csv(snakemake.output.csv, table)
+for col in (r"min $\sigma_{\mathrm{kept}}$", r"max $\sigma_{\mathrm{drop}}$"):
+    table[col] = [scientific(x) for x in table[col]]
+table = table.rename(columns={"gap (dec.)": "gap", "margin (dec.)": "margin"})
+write_table(table, snakemake.output.tex, None, formats={"gap": ".1f", "margin": ".1f"}, escape_cells=False)
 print(table.to_string())

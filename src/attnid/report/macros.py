@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
+<<<<<<< HEAD
 from .latex import defined_names, escape, macro_name, macros, number
+=======
+from .latex import defined_names, macros, number
+>>>>>>> v23-paper
 from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
-PAPER_TASKS = ("teacher_student", "recall")  # the paper's prose names both tasks; a preset may run one
 
 # LaTeX's own commands that start with a capital letter (Greek, arrows, sizes, logos, accents).
 LATEX_CAPITALISED = frozenset(
@@ -131,6 +134,11 @@ def combine(fragments: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
+def count_phrase(part: int, whole: int) -> str:
+    """How the text says that `part` of `whole` things passed: 'all 28' when every one did, else '26 of the 28'."""
+    return f"all {number(int(whole))}" if part == whole else f"{number(int(part))} of the {number(int(whole))}"
+
+
 def text_number(x: float) -> str:
     """A number in the paper's running text: 2 decimals from 1 up, 3 significant digits below."""
     return number(x, decimals=2)
@@ -158,7 +166,7 @@ def verification_macros(verification: pd.DataFrame) -> dict[str, str]:
     finite = lambda col: verification[col].replace([math.inf, -math.inf], math.nan).dropna()
     return {
         "PaperVerifiedSpecs": str(len(verification)),
-        "PaperVerifiedPassed": str(int(verification["passed"].astype(bool).sum())),
+        "PaperVerifiedAgreement": count_phrase(int(verification["passed"].astype(bool).sum()), len(verification)),
         "PaperVerifiedWorstGap": number(finite("gap").min(), ".1f"),
         "PaperVerifiedMinKept": text_number(finite("sigma_kept").min()),
         "PaperVerifiedMaxDropped": text_number(finite("sigma_dropped").max()),
@@ -166,10 +174,10 @@ def verification_macros(verification: pd.DataFrame) -> dict[str, str]:
 
 
 def training_macros(summary: pd.DataFrame) -> dict[str, str]:
-    """The training sweep in the paper's prose (results/training/summary.parquet, one row per run):
-    its size, and per task the mean overlap and final loss of each optimizer (means over heads and
-    seeds) as lists ('SGD 0.01, Adam 0.27'), so the text reads right for whichever optimizers a
-    preset sweeps; the largest overlap under `project` and function change of a `balance` step."""
+    """The training sweep in the paper's prose (results/training/summary.parquet, one row per run): its
+    size and grid (lists of optimizers, modes and head counts in display names), the chance levels,
+    the largest overlap under `project` and function change of a `balance` step. The per-optimizer
+    overlaps and losses are a table (workflow/scripts/table_training.py), not prose."""
     name = lambda o: OPTIMIZER_NAMES.get(o, o)
     out = {
         "TrainingRuns": str(len(summary)),
@@ -187,30 +195,6 @@ def training_macros(summary: pd.DataFrame) -> dict[str, str]:
     balance = summary.loc[summary["rebalance"] == "balance", "max_rebalance_function_change"]
     out["OverlapProjectMax"] = number(project.max() if len(project) else math.nan, digits=2, plain=(1e-2, 1e3))
     out["RebalanceFunctionChangeMax"] = number(balance.max() if len(balance) else math.nan, digits=2, plain=(1e-2, 1e3))
-    for task in PAPER_TASKS:
-        for key in ("PaperOverlapList", "PaperBalanceOverlapList", "PaperFinalLossList"):
-            out[macro_name(key, task)] = "not run in this preset"
-    for task, runs in summary.groupby("task"):
-        cell = runs.groupby(["optimizer", "rebalance"])[["mean_overlap_all", "final_loss"]].mean()
-        optimizers = ordered(runs["optimizer"], list(OPTIMIZER_NAMES))
-        modes = ordered(runs["rebalance"], list(REBALANCE_NAMES))
-        overlaps = [
-            f"{name(o)} {text_number(cell.loc[(o, 'none'), 'mean_overlap_all'])}"
-            for o in optimizers
-            if (o, "none") in cell.index
-        ]
-        balanced = [
-            f"{name(o)} {text_number(cell.loc[(o, 'balance'), 'mean_overlap_all'])}"
-            for o in optimizers
-            if (o, "balance") in cell.index
-        ]
-        losses = [
-            f"{name(o)}: " + ", ".join(f"{text_number(cell.loc[(o, m), 'final_loss'])} ({REBALANCE_NAMES.get(m, m)})" for m in modes if (o, m) in cell.index)
-            for o in optimizers
-        ]  # fmt: skip
-        out[macro_name("PaperOverlapList", task)] = ", ".join(overlaps) or "not measured"
-        out[macro_name("PaperBalanceOverlapList", task)] = ", ".join(balanced) or "not measured"
-        out[macro_name("PaperFinalLossList", task)] = "; ".join(losses)
     return out
 
 

@@ -6,6 +6,8 @@ the same way); no matplotlib here, so the macro writers stay light.
 
 from __future__ import annotations
 
+import re
+
 # Unknown values are shown as they are.
 OPTIMIZER_NAMES = {
     "sgd": "SGD",
@@ -16,10 +18,74 @@ OPTIMIZER_NAMES = {
     "adamw": "AdamW",
 }
 REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
-TASK_NAMES = {"teacher_student": "teacher-student", "teacher-student": "teacher-student"}
+TASK_NAMES = {
+    "teacher_student": "teacher-student",
+    "teacher-student": "teacher-student",
+    "recall": "associative recall",
+}
 
 
 def ordered(values, order) -> list:
     """The distinct `values`, those named in `order` first (in that order), the rest sorted."""
     present = list(dict.fromkeys(values))
     return [v for v in order if v in present] + sorted(v for v in present if v not in order)
+
+
+# Spec labels (attnid.spec.AttentionSpec.label, e.g. d8_h2_g1_k6_v6_r2_bqkv_c) as a reader reads them.
+_LABEL_FIELDS = re.compile(r"d(\d+)_h(\d+)_g(\d+)_k(\d+)_v(\d+)_r(\d+)_b([a-z]+)((?:_[\w.+-]+)*)$")
+# The label parts after the standard fields (attnid.spec_variants.VARIANT_LABEL, causal, base, T), in words.
+_EXTRA_TEXT = (
+    (re.compile(r"c$"), lambda m: "causal"),
+    (re.compile(r"base(.+)$"), lambda m: f"RoPE base {m.group(1)}"),
+    (re.compile(r"T(\d+)$"), lambda m: f"T = {m.group(1)}"),
+    (re.compile(r"w(\d+)$"), lambda m: f"window {m.group(1)}"),
+    (re.compile(r"cap(.+)$"), lambda m: f"softcap {m.group(1)}"),
+    (re.compile(r"qkrmshead$"), lambda m: "q/k RMSNorm per head"),
+    (re.compile(r"qkrmsall$"), lambda m: "q/k RMSNorm across heads"),
+    (re.compile(r"qklayernormhead$"), lambda m: "q/k LayerNorm per head"),
+    (re.compile(r"eps(.+)$"), lambda m: f"norm eps {m.group(1)}"),
+    (re.compile(r"sinks$"), lambda m: "sinks"),
+    (re.compile(r"alibi$"), lambda m: "ALiBi"),
+    (re.compile(r"mla(\d+)$"), lambda m: f"latent KV rank {m.group(1)}"),
+    (re.compile(r"q(\d+)$"), lambda m: f"latent Q rank {m.group(1)}"),
+)
+
+
+def label_fields(label: str) -> dict | None:
+    """The fields of a spec label: d, H, G, d_k, d_v, p (rotated dims), biases ('' for none) and `extras`
+    (the later parts in words, e.g. ['causal', 'window 3']); None when `label` is not a spec label."""
+    m = _LABEL_FIELDS.fullmatch(label)
+    if m is None:
+        return None
+    d, h, g, k, v, p = (int(x) for x in m.groups()[:6])
+    extras = []
+    for part in [x for x in m.group(8).split("_") if x]:
+        found = next((text(hit) for pattern, text in _EXTRA_TEXT if (hit := pattern.fullmatch(part))), part)
+        extras.append(found)
+    biases = "" if m.group(7) == "none" else m.group(7)
+    return {"d": d, "H": h, "G": g, "d_k": k, "d_v": v, "p": p, "biases": biases, "extras": extras}
+
+
+def rope_words(p: int, d_k: int) -> str:
+    """'no RoPE', 'full RoPE' or 'RoPE p/d_k' (rotated of the query/key head's dimensions)."""
+    return "no RoPE" if p == 0 else "full RoPE" if p == d_k else f"RoPE {p}/{d_k}"
+
+
+def spec_text(label: str, math: bool = True) -> str:
+    """A readable name for a spec label: 'd4_h2_g1_k6_v6_r2_bqkv_c' -> '$d=4$, $H=2$, $G=1$, $d_k=d_v=6$,
+    RoPE 2/6, biases qkv, causal' (G and the head sizes only where they differ from MHA and d/H; the
+    later parts in words). A string that is not a label is returned unchanged; math=False writes plain
+    text (d=4, ...)."""
+    f = label_fields(label)
+    if f is None:
+        return label
+    wrap = (lambda s: f"${s}$") if math else (lambda s: s)
+    parts = [wrap(f"d={f['d']}"), wrap(f"H={f['H']}")]
+    if f["G"] != f["H"]:
+        parts.append(wrap(f"G={f['G']}"))
+    if (f["d_k"], f["d_v"]) != (f["d"] // f["H"],) * 2 or f["d"] % f["H"]:
+        k, v = f["d_k"], f["d_v"]
+        parts.append(wrap(f"d_k=d_v={k}") if k == v else wrap(f"d_k={k}") + ", " + wrap(f"d_v={v}"))
+    parts.append(rope_words(f["p"], f["d_k"]))
+    parts.append(f"biases {f['biases']}" if f["biases"] else "no biases")
+    return ", ".join(parts + f["extras"])

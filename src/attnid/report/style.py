@@ -1,10 +1,16 @@
-"""One figure style for the whole artifact: sizes for a two-column paper, a colour-blind-safe palette.
+r"""One figure style for the whole artifact: sizes for a two-column paper, a colour-blind-safe palette.
 
 Every figure script calls :func:`use_style` first and :func:`save` last, which writes the
 vector PDF (paper) and a PNG (notebooks, report) atomically and byte-stable: no creation date
 or software version is embedded, so rerunning a figure on unchanged data gives the same bytes
-and nothing downstream (the paper) reruns. Display names of the categorical values of the
-training sweep come from attnid.report.names (re-exported here for the figure scripts).
+and nothing downstream (the paper) reruns.
+
+A figure is drawn at the width the paper prints it (COLUMN_WIDTH for \columnwidth, FULL_WIDTH for
+\textwidth: paper/main.tex's geometry, 0.75 in margins and a 0.25 in column gap on letter paper) and
+saved at exactly that size (constrained layout, no tight bounding box), so LaTeX never scales it
+and every text is printed at its own size, at least MIN_FONT_PT points. Display names of the
+categorical values of the training sweep come from attnid.report.names (re-exported here for the
+figure scripts).
 """
 
 from __future__ import annotations
@@ -21,14 +27,16 @@ from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered  # noqa
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-COLUMN_WIDTH = 3.4  # inches: one column of a two-column paper
-FULL_WIDTH = 7.0  # inches: both columns
+FULL_WIDTH = 7.0  # inches: \textwidth of paper/main.tex (8.5 in letter paper less two 0.75 in margins)
+COLUMN_WIDTH = (FULL_WIDTH - 0.25) / 2  # inches: \columnwidth (two columns, 0.25 in apart): 3.375
+MIN_FONT_PT = 7  # no text of a figure is printed smaller (the paper's body text is 10 pt)
 
 STYLE = {
     "figure.figsize": (COLUMN_WIDTH, 2.4),
     "figure.dpi": 150,
+    "figure.constrained_layout.use": True,  # everything inside figsize: the saved size is the printed size
     "savefig.dpi": 200,
-    "savefig.bbox": "tight",
+    "savefig.bbox": None,
     "font.size": 8,
     "axes.titlesize": 8,
     "axes.labelsize": 8,
@@ -69,7 +77,7 @@ def label_grid(axes, rows: list[str], cols: list[str], ylabel: str) -> None:
         if not any(len(ln.get_xdata()) > 2 for ln in ax.lines):  # axhline has 2 points
             ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center", color="0.5")
     for j, col in enumerate(cols):
-        axes[0, j].set_title(col, fontsize=7)
+        axes[0, j].set_title(col, fontsize=MIN_FONT_PT)
     for i, row in enumerate(rows):
         axes[i, 0].set_ylabel(f"{row}\n{ylabel}")
     for ax in axes[-1, :]:

@@ -9,6 +9,8 @@ numbers come from :mod:`attnid.counting`, :mod:`attnid.symmetry.checks` and :mod
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from .latex import number
@@ -70,15 +72,28 @@ def check_number(x: float) -> str:
     return number(x, plain=(1e-2, 1e3))
 
 
+# the symmetry table's first column: check names wrapped at a width that fits one column of the paper
+SYMMETRY_CHECK_COLUMN = r">{\raggedright\arraybackslash}p{3.1cm}"
+
+
+def bound_text(direction: str, bound: float) -> str:
+    """'$<10^{-10}$' for a power of ten, else '$<$ 0.5' (direction '<' or '>')."""
+    exponent = math.log10(bound) if bound > 0 else math.nan
+    if math.isfinite(exponent) and exponent == round(exponent) and exponent != 0:
+        return f"${direction}10^{{{int(exponent)}}}$"
+    return f"${direction}$ {number(bound)}"
+
+
 def symmetry_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The symmetry checks' summary (attnid.symmetry.checks.summarize_checks) with LaTeX cells: check,
-    worst value over the grid, bound, specs; the dim T = count row reads 'agreeing/specs' against 'all'."""
+    """The symmetry checks' summary (attnid.symmetry.checks.summarize_checks) with LaTeX cells: the check, the
+    worst value over the grid, the bound it must stay below (or above) as a power of ten where it is one, the
+    specs; the dim T = count row reads 'agreeing/specs' against 'all'."""
     rows = []
     for row in summary.itertuples():
         if row.direction == "=":  # the share of specs where dim T = count
             worst, bound = f"{round(row.worst * row.specs)}/{row.specs}", "all"
         else:
-            worst, bound = check_number(row.worst), f"${row.direction}$ " + check_number(row.bound)
+            worst, bound = number(row.worst, digits=2), bound_text(row.direction, row.bound)
         rows.append(
             {"check": row.check.replace("dim T", "$\\dim T$"), "worst": worst, "bound": bound, "specs": str(row.specs)}
         )

@@ -1,0 +1,73 @@
+r"""results/tables/training_summary.{tex,csv}: the training study per task and optimizer, in display names.
+
+Reads results/training/summary.parquet (one row per run; diverged runs left out). One row per task
+and optimizer, means over head counts and seeds: the mean overlap ||P_T u|| / ||u|| of the updates
+without rebalancing and with `balance`, the gauge-invariant overlap (at the balanced point) without
+and with `balance`, and the final training loss under each rebalancing mode. Plain SGD's Euclidean
+overlap is float rounding; it is printed as it was measured.
+"""
+
+import pandas as pd
+
+from attnid.report.latex import escape, number
+from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+
+TASK_ORDER = ["teacher_student", "recall"]
+MODE_HEADS = {"none": "none", "project": "project", "balance": "balance"}  # under "final training loss"
+
+
+def cell(x) -> str:
+    """Three decimals; a value below 10^-3 (plain SGD's overlap: float rounding) in scientific notation."""
+    return number(x) if abs(x) < 1e-3 else number(x, ".3f")
+
+
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The table as numbers (columns task, optimizer, overlap_<mode>, gauge_<mode>, loss_<mode>), raw ids kept."""
+    runs = summary[~summary["diverged"]]
+    cell = runs.groupby(["task", "optimizer", "rebalance"])[["mean_overlap_all", "mean_overlap_gauge", "final_loss"]]
+    means = cell.mean().unstack("rebalance")
+    rows = []
+    for task in ordered(runs["task"], TASK_ORDER):
+        for opt in ordered(runs.loc[runs["task"] == task, "optimizer"], list(OPTIMIZER_NAMES)):
+            m = means.loc[(task, opt)]
+            row = {"task": task, "optimizer": opt}
+            for mode in ("none", "balance"):
+                row[f"overlap_{mode}"] = m.get(("mean_overlap_all", mode))
+                row[f"gauge_{mode}"] = m.get(("mean_overlap_gauge", mode))
+            for mode in ordered(runs["rebalance"], list(REBALANCE_NAMES)):
+                row[f"loss_{mode}"] = m.get(("final_loss", mode))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def latex(table: pd.DataFrame) -> str:
+    """booktabs LaTeX of :func:`summary_table`: display names, a two-level header, a rule between the tasks."""
+    modes = [c.removeprefix("loss_") for c in table.columns if c.startswith("loss_")]
+    cols = ["overlap_none", "overlap_balance", "gauge_none", "gauge_balance", *[f"loss_{m}" for m in modes]]
+    heads = ["none", "balance", "none", "balance", *[MODE_HEADS.get(m, m) for m in modes]]
+    lines = [
+        rf"\begin{{tabular}}{{ll{'r' * len(cols)}}}",
+        r"\toprule",
+        r" & & \multicolumn{2}{c}{overlap} & \multicolumn{2}{c}{gauge-invariant overlap}"
+        + rf" & \multicolumn{{{len(modes)}}}{{c}}{{final training loss}} \\",
+        rf"\cmidrule(lr){{3-4}}\cmidrule(lr){{5-6}}\cmidrule(lr){{7-{6 + len(modes)}}}",
+        "task & optimizer & " + " & ".join(heads) + r" \\",
+    ]
+    for task, rows in table.groupby("task", sort=False):
+        lines.append(r"\midrule")
+        for i, row in enumerate(rows.itertuples(index=False)):
+            name = escape(TASK_NAMES.get(task, task)) if i == 0 else ""
+            cells = [cell(getattr(row, c)) for c in cols]
+            lines.append(" & ".join([name, escape(OPTIMIZER_NAMES.get(row.optimizer, row.optimizer)), *cells]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from attnid.io import atomic_write_csv, atomic_write_text, log_to, read_result
+
+    log = log_to(snakemake.log[0])
+    table = summary_table(read_result(snakemake.input.summary))
+    atomic_write_csv(snakemake.output.csv, table)
+    atomic_write_text(snakemake.output.tex, latex(table))
+    log.info("\n%s", table.to_string(index=False))

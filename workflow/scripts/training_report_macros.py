@@ -1,0 +1,89 @@
+r"""results/macros/training_report.tex: numbers of the training section that the study's own macros lack.
+
+From the aggregated results only (no training here):
+- rebalancing and optimisation (results/training/rebalance_effects.parquet, paired differences):
+  a two-sided paired t-test per (task, optimizer, mode) cell and measure, Holm's step-down
+  correction over the cells of each measure at family-wise level 0.05 (attnid.report.significance):
+  how many cells remain and which, with their mean and 95% interval;
+- the gauge-invariant overlap of plain SGD on the teacher-student task, without and with balancing
+  (results/training/summary.parquet), next to Adam's (\GaugeOverlapAdam...);
+- the weight-decay law (results/training/weight_decay.parquet): the value-output imbalance after the
+  last step, the largest deviation of value-output from (1 - eta lambda)^{2t} over all steps, the
+  first step from which query-key stays more than TOLERANCE above it, and that arm's eta and lambda.
+"""
+
+import numpy as np
+import pandas as pd
+
+from attnid.report.latex import number
+from attnid.report.names import OPTIMIZER_NAMES, TASK_NAMES
+from attnid.report.significance import holm, t_test_pvalue
+from attnid.training.analysis import estimate, interval_text
+
+ALPHA = 0.05  # family-wise level of the Holm correction
+TOLERANCE = 0.2  # relative departure of the measured imbalance from the weight-decay factor
+MEASURES = {"log_eval_loss": "Loss", "steps_to_target": "Time"}
+
+
+def effect_tests(effects: pd.DataFrame) -> pd.DataFrame:
+    """Per measure and (task, optimizer, mode) cell: n, mean, interval, p and the Holm decision within the measure."""
+    rows = []
+    for measure in MEASURES:
+        for (task, opt, mode), g in effects.groupby(["task", "optimizer", "rebalance"], sort=False):
+            rows.append({"measure": measure, "task": task, "optimizer": opt, "rebalance": mode,
+                         **estimate(g[measure]), "p": t_test_pvalue(g[measure])})  # fmt: skip
+    tests = pd.DataFrame(rows)
+    tests["holm"] = False
+    for measure, g in tests.groupby("measure"):
+        tests.loc[g.index, "holm"] = holm(g["p"].to_numpy(), ALPHA)
+    return tests
+
+
+def departure_step(part: pd.DataFrame) -> float:
+    """The first step from which measured / predicted stays above 1 + TOLERANCE to the end (NaN if never)."""
+    ratio = part.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+    above = (ratio > 1 + TOLERANCE).to_numpy()
+    if not above[-1]:
+        return np.nan
+    last_below = np.flatnonzero(~above)
+    return float(ratio.index[last_below[-1] + 1] if len(last_below) else ratio.index[0])
+
+
+def values(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) -> dict:
+    out = {}
+    tests = effect_tests(effects)
+    for measure, name in MEASURES.items():
+        kept = tests[(tests["measure"] == measure) & tests["holm"]]
+        out[f"EffectHolmSignificant{name}"] = number(len(kept))
+        out[f"EffectHolmList{name}"] = "; ".join(
+            f"{TASK_NAMES.get(r.task, r.task)}, {OPTIMIZER_NAMES.get(r.optimizer, r.optimizer)}, {r.rebalance}: "
+            + interval_text({"mean": r.mean, "low": r.low, "high": r.high})
+            for r in kept.itertuples()
+        ) or "none"
+    runs = summary[~summary["diverged"] & (summary["task"] == "teacher_student") & (summary["optimizer"] == "sgd")]
+    for mode, name in (("none", "None"), ("balance", "Balance")):
+        out[f"GaugeOverlapSgd{name}"] = number(runs.loc[runs["rebalance"] == mode, "mean_overlap_gauge"].mean())
+    vo = decay[decay["part"] == "value_output"]
+    ratio = vo.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+    out["WeightDecayMeasuredValueOutput"] = number(vo.loc[vo["step"] == vo["step"].max(), "measured"].mean(), digits=4)
+    out["WeightDecayValueOutputMaxDeviation"] = number(100 * (ratio - 1).abs().max(), ".0f")
+    out["WeightDecayDepartureStep"] = number(departure_step(decay[decay["part"] == "query_key"]), missing="never")
+    out["WeightDecayTolerance"] = number(100 * TOLERANCE, ".0f")
+    arm = summary[(summary["algorithm"] == "sgd") & (summary["weight_decay"] > 0) & (summary["rebalance"] == "none")]
+    out["WeightDecayLearningRate"] = number(arm["lr"].iloc[0]) if len(arm) else "n/a"
+    out["WeightDecayLambda"] = number(arm["weight_decay"].iloc[0]) if len(arm) else "n/a"
+    return out
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    from attnid.io import atomic_write_text, log_to, read_result
+    from attnid.report.macros import fragment
+
+    log = log_to(snakemake.log[0])
+    inp = snakemake.input
+    summary, effects, decay = read_result(inp.summary), read_result(inp.effects), read_result(inp.decay)
+    with pd.option_context("display.width", 200):
+        log.info("paired tests with Holm's correction:\n%s", effect_tests(effects).to_string(index=False))
+    result = values(summary, effects, decay)
+    atomic_write_text(snakemake.output[0], fragment(result, "workflow/scripts/training_report_macros.py"))
+    log.info("%s", result)
