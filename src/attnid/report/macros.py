@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-<<<<<<< HEAD
-from .latex import defined_names, escape, macro_name, macros, number
-=======
-from .latex import defined_names, macros, number
->>>>>>> v23-paper
+from .latex import defined_names, escape, macros, number
 from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
 
