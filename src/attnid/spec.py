@@ -148,7 +148,9 @@ class AttentionSpec:
     rope_base: float = DEFAULT_ROPE_BASE  # RoPE frequencies base^(-2i/p), i = 0..p/2-1
     seq_len: int | None = None  # T: positions per sequence; None = long enough for every count
     # Modern variants (module docstring); the defaults are plain attention.
-    qk_norm: str = "none"  # none | rms_head (one gain for all heads) | rms_all (across heads) | layernorm_head
+    # none | rms_head (one gain for all heads) | rms_all (across heads) | layernorm_head | layernorm_heads (a gain
+    # per head) | rms_head_rotated (after RoPE) | rms_plain (no gain): attnid.spec_variants
+    qk_norm: str = "none"
     norm_eps: float = 1e-6  # eps of the norms inside the layer; 0 makes their scale symmetries exact
     sinks: bool = False  # one learnable logit per head joins every softmax row (GPT-OSS)
     softcap: float = 0.0  # scores -> softcap * tanh(scores / softcap) (Gemma-2); 0 = off

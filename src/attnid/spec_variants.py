@@ -3,8 +3,9 @@ checks and the extra parameter blocks (torch-free; the spec calls these, nothing
 
 Modern variants (each counted in `attnid.counting`, run by `attnid.attention` via
 `attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
-Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi), with their
-`norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
+Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi; LayerNorm per head with
+every head's own gain and no shift, StableLM and Cohere; the per-head RMSNorm with one gain applied after
+RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
 `kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
 """
@@ -16,7 +17,8 @@ from numbers import Integral, Real
 
 from .errors import SpecError
 
-QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head")
+QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
+QK_NORMS_AFTER_ROPE = ("rms_head_rotated", "rms_plain")  # applied to the rotated queries and keys
 # Variant fields and their defaults: the label, to_row and from_row mention them only when set.
 VARIANT_DEFAULTS = {
     "qk_norm": "none",
@@ -97,11 +99,11 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
     """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
     H, G, k = spec.n_heads, spec.n_kv_heads, spec.d_head_qk
     extra = {}
-    if spec.qk_norm in ("rms_head", "layernorm_head"):
+    if spec.qk_norm in ("rms_head", "layernorm_head", "rms_head_rotated"):
         extra |= {"gain_Q": (k,), "gain_K": (k,)}
     if spec.qk_norm == "layernorm_head":
         extra |= {"shift_Q": (k,), "shift_K": (k,)}
-    if spec.qk_norm == "rms_all":
+    if spec.qk_norm in ("rms_all", "layernorm_heads"):
         extra |= {"gain_Q": (H, k), "gain_K": (G, k)}
     if spec.sinks:
         extra["sink"] = (H,)

@@ -77,7 +77,7 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
 
 def _normed_projections(a, beta: bool) -> list[tuple[int, int, bool]]:
     """(how many, width w, has a bias) of the normed query and key projections of attention spec a."""
-    k = a.d_head_qk - (a.qk_norm == "layernorm_head")
+    k = a.d_head_qk - (a.qk_norm in ("layernorm_head", "layernorm_heads"))  # a centred head spans k - 1 dims
     q_bias, k_bias = a.has_bias("q") or beta, a.has_bias("k") or beta
     if a.qk_norm == "rms_all":
         return [(1, a.n_heads * k, q_bias), (1, a.n_kv_heads * k, k_bias)]
