@@ -8,7 +8,8 @@ Only the blocks differ: the residual stream, its gauge, the embeddings and the n
 
 Dense MLP (x the normalised stream (..., d), m = d_ff hidden units):
 
-    relu, gelu:      act(x W_up + b_up) W_down + b_down
+    relu, gelu,      act(x W_up + b_up) W_down + b_down
+    relu2, silu:     (relu2: squared ReLU relu(z)^2, Primer; silu: z sigmoid(z))
     swiglu, geglu:   (act(x W_gate + b_gate) * (x W_up + b_up)) W_down + b_down    act = SiLU / GELU(tanh)
 
 Mixture of experts (E experts of width m, k chosen per token):
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 
 from ..spec import AttentionSpec, SpecError
 
-MLPS = ("relu", "gelu", "swiglu", "geglu")
+MLPS = ("relu", "gelu", "swiglu", "geglu", "relu2", "silu")
 SCORINGS = ("softmax", "topk_softmax", "sigmoid")
 EXPERT_ACTIVATIONS = ("swiglu", "gpt_oss")
 
@@ -55,7 +56,7 @@ class MLPSpec:
     """A dense MLP (module docstring): act(x W_up + b_up) W_down + b_down, or the gated (act(x W_gate) * x W_up) W_down."""
 
     d_ff: int  # m: hidden width
-    kind: str = "gelu"  # relu | gelu | swiglu | geglu
+    kind: str = "gelu"  # relu | gelu | relu2 | silu (ungated) | swiglu | geglu
     bias: bool = False  # a bias on every map
 
     def __post_init__(self):

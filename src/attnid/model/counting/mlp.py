@@ -8,8 +8,9 @@ from ..blocks import MLPSpec, MoESpec
 def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
     """Dimension of the block's hidden-unit rescalings.
 
-    Proposition (hidden units). A ReLU unit admits relu(c x) / c and a gated unit (SwiGLU, GeGLU) its up
-    column times c with its down row times 1/c, for any c > 0: d_ff per dense block (GELU: none).
+    Proposition (hidden units). A ReLU unit admits relu(c x) / c, a squared-ReLU unit relu(c x)^2 / c^2 (its
+    up column times c, its down row times 1/c^2: homogeneous of degree 2) and a gated unit (SwiGLU, GeGLU) its
+    up column times c with its down row times 1/c, for any c > 0: d_ff per dense block (GELU, SiLU: none).
     Every expert's gated units keep that scaling: E m; GPT-OSS's (up + 1) needs the up bias to absorb it
     (c (u + b + 1) = c u + (c b + c - 1) + 1): E m with expert biases, 0 without; shared experts are one
     dense SwiGLU of width n_shared m. The clamp of GPT-OSS's experts moves the scaling where up reaches
@@ -18,7 +19,7 @@ def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
     if isinstance(mlp, MoESpec):
         routed = mlp.d_expert if mlp.activation == "swiglu" or mlp.expert_bias else 0
         return mlp.n_experts * routed + mlp.d_shared
-    return mlp.d_ff if mlp.kind in ("relu", "swiglu", "geglu") else 0
+    return mlp.d_ff if mlp.kind in ("relu", "relu2", "swiglu", "geglu") else 0
 
 
 def router_shifts(moe: MoESpec, d_in: int) -> int:
