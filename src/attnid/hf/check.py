@@ -81,7 +81,7 @@ def _set(tiny: dict, defaults: dict, keys, value) -> None:
 
 def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
     """The layer indices the tiny model keeps: one of each distinct block (attention spec and MLP kind), two at least."""
-    kinds = [(b.attention.sliding_window > 0, b.attention.rope_base, type(b.mlp).__name__) for b in spec.layer_specs]
+    kinds = [(b.attention, type(b.mlp).__name__) for b in spec.layer_specs]  # a layer without RoPE is its own kind
     kept = sorted({kinds.index(k) for k in kinds})
     return (kept + [i for i in range(n_layers) if i not in kept])[: max(2, len(kept))]
 
