@@ -103,11 +103,16 @@ def tiny_config(cfg: dict) -> dict:
         _set(tiny, defaults, keys, value)
     _set(tiny, defaults, HEAD_KEYS, H)
     _set(tiny, defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
+    for key in KV_KEYS:  # null means one key/value head per head, which a class may read as it is (Nemotron)
+        if key in tiny and tiny[key] is None:
+            tiny[key] = H
+    partial = 0 < a.rope_dims < a.d_head_qk and not a.kv_lora_rank
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
-        tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 else 2)
+        # a partly rotated head keeps four dims at least, so that half of it is one whole plane
+        tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
     if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
         tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
-    if 0 < a.rope_dims < a.d_head_qk and not a.kv_lora_rank:  # partial rotary: half of the tiny head
+    if partial:  # partial rotary: half of the tiny head
         for key in ("partial_rotary_factor", "rotary_pct"):
             _set(tiny, defaults, (key,), 0.5)
         if tiny.get("rotary_dim"):
