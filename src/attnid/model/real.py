@@ -237,6 +237,10 @@ def real_config(cfg: dict):
     import transformers
 
     kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type" and not k.startswith("_")}
+    fields = getattr(transformers.CONFIG_MAPPING[cfg["model_type"]], "__dataclass_fields__", {})
+    for key in ("bos_token_id", "eos_token_id"):  # a class that types its token id as int (CWM): row 0
+        if key in fields and fields[key].type in (int, "int"):
+            kwargs[key] = 0
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
     if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts")):
