@@ -30,6 +30,9 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * q/k RMSNorm per head without a gain (NanoChat; before or after RoPE alike): n(q O) = n(q) O for
     orthogonal O, which must commute with every rotation: SO(2) per plane and O(u) per group,
     G (p/2 + u (u - 1) / 2); scales H + G.
+  * an RMSNorm with a gain across all heads' outputs before W_O (BitNet; v <= d): n(z M) = n(z) M only
+    for orthogonal M, so of GL(v) per group O(v) is left, G v (v - 1) / 2; the gains against the rows of
+    W_O, H v; the value bias sits inside the norm: seen; the scale of W_V (and b_V): 1 (weak for eps > 0).
   * multi-head latent attention (DeepSeek-V2/V3; ranks r_q, r_kv, RMSNorm on each latent): each
     latent admits W_D -> W_D O (O orthogonal), any gains, up-projections compensating:
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
@@ -57,6 +60,10 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     if spec.has_bias("v") and spec.sinks:
         out["value_bias"] = G * max(0, v - r * d)
     scale = 0
+    if spec.sub_norm:
+        out["value_output"] = G * (v * (v - 1) // 2) + H * v
+        out["value_bias"] = 0
+        scale += 1
     if spec.qk_norm != "none":
         out["query_key"] = {
             "rms_head": u + p // 2,
@@ -67,7 +74,7 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
             "rms_plain": G * (p // 2 + u * (u - 1) // 2),
         }[spec.qk_norm]
         out["key_bias"] = 0
-        scale = 2 if spec.qk_norm == "rms_all" else H + G
+        scale += 2 if spec.qk_norm == "rms_all" else H + G
         if spec.qk_norm in ("layernorm_head", "layernorm_heads"):
             out["norm_centring"] = H * m_q + G * (d + spec.has_bias("k"))
         if spec.qk_norm == "layernorm_head":

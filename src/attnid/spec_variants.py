@@ -5,7 +5,8 @@ Modern variants (each counted in `attnid.counting`, run by `attnid.attention` vi
 `attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
 Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi; LayerNorm per head with
 every head's own gain and no shift, StableLM and Cohere; the per-head RMSNorm with one gain applied after
-RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
+RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; an RMSNorm with a gain
+across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
 `kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
 """
@@ -29,6 +30,7 @@ VARIANT_DEFAULTS = {
     "alibi": False,
     "kv_lora_rank": 0,
     "q_lora_rank": 0,
+    "sub_norm": False,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -41,6 +43,7 @@ VARIANT_LABEL = {
     "alibi": lambda v: "alibi",
     "kv_lora_rank": lambda v: f"mla{v}",
     "q_lora_rank": lambda v: f"q{v}",
+    "sub_norm": lambda v: "subnorm",
 }
 
 
@@ -55,7 +58,7 @@ def checked_variants(spec) -> dict:
         if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
             raise SpecError(name, f"must be a finite number >= 0, got {value!r}")
         out[name] = float(value)
-    for name in ("sinks", "alibi"):
+    for name in ("sinks", "alibi", "sub_norm"):
         value = getattr(spec, name)
         if type(value).__name__ == "bool_":
             out[name] = bool(value)
@@ -74,6 +77,14 @@ def checked_variants(spec) -> dict:
         raise SpecError("alibi", "ALiBi together with RoPE is not modelled")
     if spec.qk_norm != "none" and spec.d_head_qk > spec.d_model:
         raise SpecError("qk_norm", f"q/k norms are modelled for d_head_qk <= d_model, got {spec.d_head_qk}")
+    if spec.sub_norm:
+        for name, ok, why in (
+            ("sinks", not spec.sinks, "a norm on the heads' output is modelled without sinks"),
+            ("kv_lora_rank", not spec.kv_lora_rank, "a norm on the heads' output is modelled without latents"),
+            ("d_head_v", spec.d_head_v <= spec.d_model, "a norm on the heads' output needs d_head_v <= d_model"),
+        ):
+            if not ok:
+                raise SpecError(name, why)
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
     if spec.kv_lora_rank:
@@ -107,6 +118,8 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra |= {"gain_Q": (H, k), "gain_K": (G, k)}
     if spec.sinks:
         extra["sink"] = (H,)
+    if spec.sub_norm:
+        extra["gain_O"] = (H, spec.d_head_v)
     return extra
 
 

@@ -19,6 +19,8 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       slopes m_h = 2^(-8 (h + 1) / H); keys outside the sliding window masked.
     attention_weights softmax over keys, with a sink: one logit per head that joins every row
                       and is dropped afterwards, so the rows sum to less than one.
+    normalize_heads   sub_norm: rms over all H v dims of a token's head outputs, times gain_O (H, v),
+                      before W_O (BitNet's attn_sub_norm).
 """
 
 from __future__ import annotations
@@ -106,3 +108,11 @@ def attention_weights(scores: torch.Tensor, w: dict, spec) -> torch.Tensor:
     B, H, T, _ = scores.shape
     sink = w["sink"].to(scores.dtype)[None, :, None, None].expand(B, H, T, 1)
     return torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :T]
+
+
+def normalize_heads(heads: torch.Tensor, w: dict, spec) -> torch.Tensor:
+    """The heads' outputs (B, H, T, v) after the spec's sub_norm (identity without it)."""
+    if not spec.sub_norm:
+        return heads
+    scale = torch.rsqrt(heads.pow(2).mean(dim=(1, 3), keepdim=True) + spec.norm_eps)  # (B, 1, T, 1)
+    return heads * scale * w["gain_O"][:, None, :]
