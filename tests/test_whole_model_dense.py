@@ -1,7 +1,8 @@
 """The dense decoders' vocabulary on this project's own models, each count against the Jacobian (attnid.model.grid):
 blocks without input norms (OLMo-2), norms without a gain (OLMo, NanoChat, with NanoChat's norm on the
 embeddings), squared-ReLU and SiLU MLPs, sublayer output norms behind biased maps (GLM-4), the q/k norm kinds of
-StableLM / Cohere (a gain per head), HunYuan (after RoPE) and NanoChat (no gain) inside a model."""
+StableLM / Cohere (a gain per head), HunYuan (after RoPE) and NanoChat (no gain) inside a model, BitNet's norms
+on the heads' output and on the MLP's hidden units, its gated squared ReLU."""
 
 import pytest
 import torch
@@ -40,6 +41,22 @@ CASES = {
     ),
     "relu2_layernorm": ({"mlp": "relu2", "mlp_bias": True, "attention": {"biases": "qkvo"}}, 403, 0, 6.0),
     "silu_layernorm": ({"mlp": "silu", "mlp_bias": True}, 323, 0, 3.0),
+    "bitnet_swiglu_eps0": (
+        {**RMS, "mlp_sub_norm": True, "attention": {**ROPE, "sub_norm": True, "norm_eps": 0.0}}, 145, 0, 3.0,
+    ),
+    # eps > 0 (and 32 units): a token whose every squared-ReLU gate is off would divide 0 by 0 at eps = 0
+    "bitnet_eps": (
+        {**RMS, "d_ff": 32, "mlp": "relu2glu", "mlp_sub_norm": True, "norm_eps": 1e-5,
+         "attention": {**ROPE, "sub_norm": True, "norm_eps": 1e-5}},
+        252, 5, 6.0,
+    ),
+    "relu2glu": ({**RMS, "mlp": "relu2glu", "attention": ROPE}, 181, 0, 6.0),
+    "sub_norms_behind_biases": (
+        {**RMS, "mlp_bias": True, "mlp_sub_norm": True, "attention": {**ROPE, "biases": "qkvo", "sub_norm": True,
+         "norm_eps": 0.0}},
+        145, 0, 6.0,
+    ),
+    "gelu_sub_norm_layernorm": ({"mlp": "gelu", "mlp_sub_norm": True, "mlp_bias": True}, 339, 0, 3.0),
     "cohere_qk_layernorm_heads": (
         {"norm": "layernorm", "norm_bias": False, "positions": "rope", "parallel": True, "shared_norm": True,
          "vocab_size": 32, "mlp": "swiglu", "attention": {**ROPE, "qk_norm": "layernorm_heads"}},
@@ -67,7 +84,7 @@ def test_blocks_without_input_norms_read_the_raw_stream():
     breakdown = count_model(spec).breakdown
     assert breakdown["norm_gain"] == spec.d_model and "residual_rotations" not in breakdown
     with pytest.raises(SpecError, match="^input_norms:"):
-        own_spec({**RMS, "input_norms": False})  # no norm at all in a block
+        own_spec({**RMS, "input_norms": False, "attention": ROPE})  # no norm at all in a block
 
 
 def test_norms_without_a_gain_have_no_parameters():
@@ -90,12 +107,17 @@ def test_norms_without_a_gain_have_no_parameters():
         ({"qk_norm": "rms_head_rotated", "rope_dims": 2, "biases": "qkvo"}, 44, 6),
         ({"qk_norm": "rms_plain"}, 36, 6),
         ({"qk_norm": "rms_plain", "rope_dims": 2, "biases": "qkvo", "d_head_qk": 6}, 98, 6),
+        ({"sub_norm": True}, 36, 1),
+        ({"sub_norm": True, "biases": "qkvo", "rope_dims": 2}, 44, 1),
+        ({"sub_norm": True, "n_kv_heads": 1, "d_head_v": 6, "biases": "v"}, 43, 1),
+        ({"sub_norm": True, "qk_norm": "rms_head"}, 30, 7),
     ],
 )
-def test_qk_norm_kinds_on_the_layer(fields, unidentified, weak):
+def test_layer_variants(fields, unidentified, weak):
     """d_model 16, 4 heads in 2 groups: a gain per head pairs the query and key gains per group, G (u + p/2);
     a shared gain after RoPE is seen only through the product of the two gains (k); no gain keeps SO(2) per
-    plane and O(u) per group; the scale of every W_Q^h and W_K^g is weakly identified."""
+    plane and O(u) per group; the scale of every W_Q^h and W_K^g is weakly identified. A norm across the heads'
+    outputs (BitNet) leaves O(v) per group and the gains against W_O's rows, and one weak scale."""
     base = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "rope_dims": 4, "causal": True}
     spec = AttentionSpec(**{**base, **fields})
     c = count(spec)

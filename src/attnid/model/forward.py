@@ -39,8 +39,9 @@ def norm(x: torch.Tensor, w: dict, name: str, spec: ModelSpec, eps: float | None
     return y
 
 
-def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
-    """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d)."""
+def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec, eps: float = 0.0) -> torch.Tensor:
+    """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d); with
+    sub_norm the hidden units are RMS-normed (eps) and scaled by their gain before W_down."""
     if isinstance(spec, MoESpec):
         return moe_forward(x, w, prefix, spec)
 
@@ -60,7 +61,14 @@ def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
         hidden = F.silu(up)
     else:
         gate = linear(x, "gate")
-        hidden = (F.silu(gate) if spec.kind == "swiglu" else F.gelu(gate, approximate="tanh")) * up
+        act = {
+            "swiglu": F.silu,
+            "geglu": lambda z: F.gelu(z, approximate="tanh"),
+            "relu2glu": lambda z: z.relu().square(),
+        }
+        hidden = act[spec.kind](gate) * up
+    if spec.sub_norm:
+        hidden = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * w[f"{prefix}.sub_norm_gain"]
     return linear(hidden, "down")
 
 
@@ -173,7 +181,7 @@ def logits(
             return attention(w[f"{p}.attn"], x, a, a_layout)
 
         def ff(x, p=p, m=layer.mlp):
-            return mlp(x, w, f"{p}.mlp", m)
+            return mlp(x, w, f"{p}.mlp", m, spec.norm_eps)
 
         if spec.norm_position == "post":
             h = norm(h + attn(h), w, f"{p}.norm_1", spec)

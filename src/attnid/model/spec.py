@@ -66,6 +66,7 @@ class ModelSpec:
     d_ff: int  # m: MLP hidden width
     mlp: str = "gelu"  # relu | gelu | swiglu | geglu
     mlp_bias: bool = False
+    mlp_sub_norm: bool = False  # an RMSNorm with a gain on the MLP's hidden units before W_down (BitNet)
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_bias: bool = True  # LayerNorm's additive b (RMSNorm has none)
     norm_eps: float = 1e-5
@@ -172,7 +173,7 @@ class ModelSpec:
         mlp = first.mlp
         top = {"attention": first.attention, "n_layers": len(layers), "layers": layers}
         # an MLP of another kind (its own protocol) leaves the top-level MLP fields to `fields` or its own names
-        for name, attr in (("d_ff", "d_ff"), ("mlp", "kind"), ("mlp_bias", "bias")):
+        for name, attr in (("d_ff", "d_ff"), ("mlp", "kind"), ("mlp_bias", "bias"), ("mlp_sub_norm", "sub_norm")):
             if hasattr(mlp, attr) and (isinstance(mlp, MLPSpec) or name not in fields):
                 top[name] = getattr(mlp, attr)
         return cls(**{**fields, **top})
@@ -180,7 +181,7 @@ class ModelSpec:
     @property
     def uniform_layer(self) -> LayerSpec:
         """The block the top-level fields describe (layer 0)."""
-        return LayerSpec(self.attention, MLPSpec(self.d_ff, self.mlp, self.mlp_bias))
+        return LayerSpec(self.attention, MLPSpec(self.d_ff, self.mlp, self.mlp_bias, self.mlp_sub_norm))
 
     @property
     def layer_specs(self) -> tuple[LayerSpec, ...]:
@@ -193,7 +194,7 @@ class ModelSpec:
 
     @property
     def gated(self) -> bool:
-        return self.mlp in ("swiglu", "geglu")
+        return self.mlp in ("swiglu", "geglu", "relu2glu")
 
     def with_eps(self, scale: float) -> ModelSpec:
         """Every norm's eps (the model's and the attention layer's q/k norms) multiplied by `scale`;
@@ -273,7 +274,7 @@ class ModelSpec:
         first_mlp = self.layer_specs[0].mlp  # an MLP of another kind (mixture of experts) by its own label
         ff = f"ff{self.d_ff}{self.mlp}" if isinstance(first_mlp, MLPSpec) else first_mlp.label
         parts = [f"V{self.vocab_size}", f"L{self.n_layers}", a.label, ff]
-        parts += ["mb" if self.mlp_bias else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
+        parts += ["mb" if self.mlp_bias else "", "sn" if self.mlp_sub_norm else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
         parts += [
             self.norm_position,
             "par" + ("1" if self.shared_norm else "2") if self.parallel else "",

@@ -78,6 +78,10 @@ def _check_norm_kinds(spec) -> None:
         ):
             if bad:
                 raise SpecError(field, f"norms without a gain are modelled {why}")
+    if any(getattr(x.mlp, "sub_norm", False) for x in spec.layer_specs) and (
+        spec.parallel or spec.norm_position != "pre"
+    ):
+        raise SpecError("mlp_sub_norm", "a norm on the MLP's hidden units is modelled in sequential pre-LN blocks only")
     if not spec.input_norms and (spec.norm != "rmsnorm" or not spec.norm_gain):
         raise SpecError("input_norms", "blocks without input norms are modelled with RMSNorm output norms only")
 
