@@ -18,7 +18,7 @@ DENSE = (
     "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3", "ministral", "ministral3",
     "internlm3", "iquestcoder", "hunyuan_v1_dense", "glm", "glm4", "cwm", "vaultgemma", "olmo", "olmo2", "olmo3",
     "granite", "granite_swa", "hyperclovax", "nanochat", "starcoder2", "stablelm", "persimmon", "nemotron", "jais2",
-    "cohere", "cohere2", "youtu", "minicpm3",
+    "cohere", "cohere2", "youtu", "minicpm3", "bitnet",
 )  # fmt: skip
 
 
@@ -146,6 +146,7 @@ def test_refused_by_key():
         ("nanochat", {}),  # RMSNorms without a gain, one on the embeddings
         ("glm4", {}),  # output norms behind q/k/v biases
         ("smollm3", {}),  # layers without RoPE
+        ("bitnet", {}),  # norms on the heads' output and on the MLP's hidden units
     ],
 )
 def test_self_check_agrees_on_the_real_class(mt, overrides):

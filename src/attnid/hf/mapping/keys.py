@@ -177,12 +177,14 @@ UNGATED |= {"relu2": "relu2", "silu": "silu", "swish": "silu"}
 
 
 def mlp_kind(activation: str, gated: bool, key: str = "hidden_act") -> str:
-    """The MLP kind (relu | gelu | relu2 | silu | swiglu | geglu) of an activation name, gated or not."""
+    """The MLP kind (relu | gelu | relu2 | silu | swiglu | geglu | relu2glu) of an activation name, gated or not."""
     if gated:
         if activation in ("silu", "swish"):
             return "swiglu"
         if activation.startswith("gelu"):
             return "geglu"
+        if activation == "relu2":
+            return "relu2glu"
     elif activation in UNGATED:
         return UNGATED[activation]
     raise SpecError(key, f"MLP activation {activation!r} ({'gated' if gated else 'ungated'}) is not modelled")

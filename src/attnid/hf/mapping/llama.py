@@ -30,6 +30,9 @@ models/<type>/modular_<type>.py, else modeling_<type>.py):
                  (NemotronMLP, CLIPMLP) in Arcee, Apertus, NanoChat (relu2, bias=False for Apertus and NanoChat);
                  Apertus's default activation xIELU has two learned parameters per layer (not modelled);
                  HunYuan-Dense, GLM, OLMo-2/3, EXAONE-4: no MLP bias
+    sub-norms    BitNet: attn_sub_norm, an RMSNorm with a gain across all heads' outputs before o_proj, and
+                 ffn_sub_norm, one on the MLP's hidden units before down_proj (BitNetAttention, BitNetMLP);
+                 its MLP is GemmaMLP's gated one with hidden_act (relu2), no bias
     norms        Gemma, VaultGemma: gain stored as w, applied as 1 + w; NanoChat: RMSNorms without a gain, one of
                  them on the embeddings too (its model applies self.norm to inputs_embeds)
     scalings     Granite, Granite-SWA, HyperCLOVAX: embedding_multiplier, attention_multiplier (the scores'
@@ -74,7 +77,7 @@ QKV_ONLY = {"helium": False, "glm": True, "glm4": True}  # attention_bias on q, 
 EPS_DEFAULTS = {
     **dict.fromkeys(("olmo2", "olmo3", "gpt_oss", "phi3", "mixtral", "arcee", "apertus", "exaone", "exaone4"), 1e-5),
     **dict.fromkeys(("ernie4_5", "internlm3", "iquestcoder", "hunyuan_v1_dense", "cwm", "ministral3"), 1e-5),
-    **dict.fromkeys(("granite_swa",), 1e-5), "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
+    **dict.fromkeys(("granite_swa", "bitnet"), 1e-5), "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
 }  # fmt: skip
 TIED_DEFAULTS = ("gemma", "gemma2", "gemma3_text", "vaultgemma", "ernie4_5", "smollm3", "granite_swa")
 WINDOW_EVERY_LAYER = ("mistral", "mixtral", "phi3", "ministral3")
@@ -84,7 +87,8 @@ SLIDING_PATTERN = {
     "olmo3": lambda i: (i + 1) % 4 != 0, "granite_swa": lambda i: i % 4 != 0, "ministral": lambda i: True,
 }  # fmt: skip
 UNGATED = {"arcee": "relu2", "apertus": "xielu", "nanochat": "relu2"}  # act(x W_up) W_down: the class's activation
-NO_MLP_BIAS = ("apertus", "nanochat", "hunyuan_v1_dense", "glm", "glm4", "olmo2", "olmo3", "exaone4")
+ACT_DEFAULTS = {**UNGATED, "bitnet": "relu2"}
+NO_MLP_BIAS = ("apertus", "nanochat", "hunyuan_v1_dense", "glm", "glm4", "olmo2", "olmo3", "exaone4", "bitnet")
 ALIASES = {
     "exaone": {"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act"},
     "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
@@ -100,7 +104,7 @@ MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "olmo2",
     "phi3", "gpt_oss", "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3",
     "ministral", "ministral3", "internlm3", "iquestcoder", "hunyuan_v1_dense", "glm", "glm4", "cwm", "vaultgemma",
-    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat",
+    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet",
 )  # fmt: skip
 
 
@@ -123,6 +127,8 @@ def _attention_variant(cfg: dict, mt: str, eps: float) -> dict:
         variant["sinks"] = True
     if mt in ("gemma2", "vaultgemma"):
         variant["softcap"] = read_float(cfg, "attn_logit_softcapping", default=0.0)
+    if mt == "bitnet":
+        variant |= {"sub_norm": True, "norm_eps": eps}
     return variant
 
 
@@ -184,7 +190,7 @@ def _thetas(cfg: dict, mt: str, types: list[str], windows: list[int]) -> list[fl
 def _mlps(cfg: dict, mt: str, n_layers: int, not_modelled: list) -> list:
     """Every block's MLP: dense, or routed where the config has experts (Qwen3-MoE: dense in
     mlp_only_layers and where (i + 1) % decoder_sparse_step != 0, Qwen3MoeDecoderLayer)."""
-    activation = read_str(cfg, "hidden_act", "hidden_activation", default=UNGATED.get(mt, "silu"))
+    activation = read_str(cfg, "hidden_act", "hidden_activation", default=ACT_DEFAULTS.get(mt, "silu"))
     bias_key = "use_bias" if mt == "ernie4_5" else "mlp_bias"
     bias = (read_flag(cfg, bias_key, False) or mt == "gpt_oss") and mt not in NO_MLP_BIAS
     n_experts = read_int(cfg, "num_local_experts", "num_experts", default=0, minimum=0)
@@ -194,7 +200,8 @@ def _mlps(cfg: dict, mt: str, n_layers: int, not_modelled: list) -> list:
                 ("hidden_act", "xIELU has learned parameters of its own (alpha_p, alpha_n): not modelled")
             )
             return [MLPSpec(read_int(cfg, "intermediate_size"), "silu", bias)] * n_layers
-        return [MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, mt not in UNGATED), bias)] * n_layers
+        kind = mlp_kind(activation, mt not in UNGATED)
+        return [MLPSpec(read_int(cfg, "intermediate_size"), kind, bias, sub_norm=mt == "bitnet")] * n_layers
     width = read_int(cfg, "moe_intermediate_size", "intermediate_size")
     top_k = read_int(cfg, "num_experts_per_tok", "experts_per_token")
     routed = experts(cfg, mt, n_experts, top_k, width, activation, not_modelled)
