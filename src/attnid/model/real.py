@@ -12,6 +12,7 @@ gradient although the forward pass reads it: the pad token is set to None and ev
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import sys
 import threading
@@ -250,7 +251,8 @@ def real_config(cfg: dict):
 
 def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:
     """A real module made measurable: float64, eval, embeddings without a padding row, routers recording their
-    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms'."""
+    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms' (OLMo's,
+    written into its forward, by the same formula at that eps)."""
     model = model.to(DTYPE).eval()
     for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.forward.expert_loads
         if type(sub).__name__.lower().endswith("router") and hasattr(sub, "num_experts"):
@@ -264,7 +266,14 @@ def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn
             for attr in ("variance_epsilon", "eps"):
                 if isinstance(getattr(sub, attr, None), float):
                     setattr(sub, attr, eps)
+            if type(sub).__name__ == "OlmoLayerNorm":  # eps 1e-5 is written into its forward: the same formula
+                sub.forward = functools.partial(_layer_norm_without_parameters, sub.normalized_shape, eps)
     return model
+
+
+def _layer_norm_without_parameters(shape, eps: float, x: torch.Tensor) -> torch.Tensor:
+    """OlmoLayerNorm.forward at another eps: F.layer_norm without gain or bias."""
+    return torch.nn.functional.layer_norm(x, shape, None, None, eps=eps)
 
 
 def generic_point(model: torch.nn.Module, seed: int, gemma_gain: bool = False) -> tuple[list, list, torch.Tensor]:
