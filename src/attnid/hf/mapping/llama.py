@@ -257,3 +257,14 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, llama_family)
+# Relatives of the family that the description does not hold (examined in their modular files).
+REFUSED = {
+    "diffllama": "differential attention: two softmaxes per head, subtracted with a learned lambda",
+    "dory": "a normalised stream updated by learned interpolation rates (lambda_1, lambda_2), a gated and rescaled"
+    " attention output, learned per-token logit scales",
+    "hrm_text": "hierarchical recurrence: its stacks run H_cycles x L_cycles times with the same weights",
+    "gemma3n_text": "AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity beside the attention",
+    "recurrent_gemma": "RG-LRU recurrent blocks between the local attention layers",
+    "qwen3_5_text": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
+    "olmo_hybrid": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
+}
