@@ -44,6 +44,7 @@ models/<type>/modular_<type>.py, else modeling_<type>.py):
     eps          rms_norm_eps, else the class default (EPS_DEFAULTS); EXAONE's layer_norm_epsilon
     tied         tie_word_embeddings, class default true for Gemma, VaultGemma, ERNIE-4.5, SmolLM3, Granite-SWA
 
+Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
 EXAONE (3.x), InternLM-3 and IQuestCoder are built as LlamaForCausalLM from their own config classes (whose
 attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_function).
 """
@@ -104,8 +105,9 @@ MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "olmo2",
     "phi3", "gpt_oss", "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3",
     "ministral", "ministral3", "internlm3", "iquestcoder", "hunyuan_v1_dense", "glm", "glm4", "cwm", "vaultgemma",
-    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet",
+    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet", "apertus1p5_text",
 )  # fmt: skip
+BASE_TYPES = {"apertus1p5_text": "apertus"}  # a model type whose code is another's, with the keys that differ
 
 
 def _biases(cfg: dict, mt: str) -> str:
@@ -223,6 +225,7 @@ def _check_multipliers(cfg: dict) -> None:
 
 def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     """(every block, the ModelSpec fields) of a config of the family."""
+    own_type, mt = mt, BASE_TYPES.get(mt, mt)
     cfg = aliased(cfg, ALIASES.get(mt, {}))
     d, H, G, k = head_sizes(cfg, HEAD_DIM_DEFAULTS.get(mt))
     n_layers = read_int(cfg, "num_hidden_layers")
@@ -234,6 +237,11 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     eps = read_float(cfg, "rms_norm_eps", default=EPS_DEFAULTS.get(mt, 1e-6))
     variant = _attention_variant(cfg, mt, eps)
     not_modelled: list = []
+    if own_type == "apertus1p5_text" and read_int(cfg, "output_vocab_size", default=None) not in (
+        None,
+        cfg.get("vocab_size"),
+    ):
+        not_modelled.append(("output_vocab_size", "an unembedding of other rows than the embedding: not modelled"))
     mlps = _mlps(cfg, mt, n_layers, not_modelled)
     layers = []
     for t, window, theta, mlp in zip(types, windows, thetas, mlps, strict=True):
