@@ -239,7 +239,7 @@ def real_config(cfg: dict):
 
     kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type" and not k.startswith("_")}
     fields = getattr(transformers.CONFIG_MAPPING[cfg["model_type"]], "__dataclass_fields__", {})
-    for key in ("bos_token_id", "eos_token_id"):  # a class that types its token id as int (CWM): row 0
+    for key in _COMMON:  # a class that types a token id as int (CWM, ModernBERT's decoder): row 0, no padding row
         if key in fields and fields[key].type in (int, "int"):
             kwargs[key] = 0
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
