@@ -19,6 +19,7 @@ block and the other ModelSpec fields), each fact with where it comes from:
     parallel   GPT-J, GPT-NeoX, Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM)
+    modernbert ModernBERT's decoder (per layer)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
