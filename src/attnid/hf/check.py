@@ -3,8 +3,9 @@
 A config.json of a mapped model type is shrunk to a tiny model with the same flags (:func:`tiny_config`:
 d_model 8, two to four heads keeping MHA / GQA / MQA, head sizes that differ from d_model / heads where
 the config's do, half the head rotated where the config rotates part of it, a window shorter than the
-sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32, two layers, one
-of each kind where layers differ), the class the config names is built from it (random float64 weights,
+sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32 (more where a parallel
+first block's MLP would reach its whole output table at the tiny size though the config's model does not), two
+layers, one of each kind where layers differ), the class the config names is built from it (random float64 weights,
 eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
@@ -139,7 +140,28 @@ def tiny_config(cfg: dict) -> dict:
         tiny["mlp_only_layers"] = [kept.index(i) for i in tiny["mlp_only_layers"] if i in kept]
     _set(tiny, defaults, LAYER_KEYS, len(kept))
     _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else 64)
-    return tiny
+    return _data_limited_table(tiny, spec)
+
+
+def _data_limited_table(tiny: dict, spec) -> dict:
+    """The tiny config with a vocabulary large enough that a parallel first block's MLP does not reach its whole
+    V x d output table (`attnid.model.counting.token_points.first_mlp_table`) when the config's own model does not
+    (Cohere, GPT-J: a tiny vocabulary would measure another regime than the model's): VOCAB doubled until it does
+    not."""
+    from ..model.counting.residual import Stream
+    from ..model.counting.token_points import first_mlp_table
+
+    def free_table(spec) -> int:
+        stream = Stream.of(spec)
+        return first_mlp_table(spec, stream.d_c, stream.d_out, stream.d_const)
+
+    if free_table(spec):
+        return tiny  # the model's own table is free (Falcon-40B): the tiny one stays so
+    while True:
+        spec = model_spec(tiny, seq_len=SEQ_LEN)
+        if spec.vocab_size >= 16 * VOCAB or not free_table(spec):
+            return tiny
+        tiny = {**tiny, "vocab_size": 2 * spec.vocab_size}
 
 
 def real_class(cfg: dict) -> str:
