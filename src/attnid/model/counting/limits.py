@@ -11,14 +11,16 @@ wrong number. The ranges:
   RMSNorm +16, RoPE +7, tied +1; tied with learned positions +1; V = 6 without positions +55
   (LayerNorm) and +64 (RMSNorm); d_model 6, V = 6: +5; V = d + 1 and d + 2 agree in every one).
 * token types without learned positions, a masked-LM head outside a post-LN model, an embedding norm
-  before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential);
+  before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential) or
+  NanoChat's (RMSNorm without a gain);
 * latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
   fewer tokens than its rank;
 * mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
   block would meet the router's shift and the routed constants in ways not derived);
 * sublayer output norms other than RMSNorm; a post-LN model with a final norm;
 * norms without a gain outside sequential pre-LN blocks, with output norms, or tied behind a LayerNorm;
-  blocks without input norms other than OLMo-2's (RMSNorm output norms with gains);
+  blocks without input norms other than OLMo-2's (RMSNorm output norms with gains); a norm on the MLP's
+  hidden units (BitNet) outside sequential pre-LN blocks;
 * whatever a description records in `ModelSpec.not_modelled` (a config feature the mapping could not
   describe exactly: the key and why).
 """
