@@ -65,6 +65,23 @@ CASES = {
 }  # fmt: skip
 
 
+# Cohere's block (one LayerNorm without bias for attention and MLP, tied) at d 8: layer 0's MLP reaches its whole
+# output table (attnid.model.counting.token_points.first_mlp_table); with eps > 0 measured below the quadric
+COHERE_FREE_TABLE = {"norm": "layernorm", "norm_bias": False, "positions": "rope", "parallel": True,
+                     "shared_norm": True, "mlp": "swiglu", "d_ff": 16, "tied": True, "norm_eps": 1e-5,
+                     "attention": {"rope_dims": 4}}  # fmt: skip
+CASES["free_table_eps_below_quadric"] = ({**COHERE_FREE_TABLE, "vocab_size": 20}, 479, 1, 3.0)
+
+
+def test_free_table_with_eps_beyond_the_quadric_is_refused():
+    """V = 32 >= 28 = d_c (d_c + 1) / 2: measured, one (tied) and four (untied) of the directions the table rule
+    counts are only weakly identified at eps 1e-5."""
+    for tied in (True, False):
+        with pytest.raises(SpecError, match="^norm_eps:"):
+            count_model(own_spec({**COHERE_FREE_TABLE, "vocab_size": 32, "tied": tied}))
+    assert count_model(own_spec({**COHERE_FREE_TABLE, "vocab_size": 32, "norm_eps": 0.0})).unidentified == 388
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_own_model_agrees(name):
     fields, unidentified, weak, oversample = CASES[name]

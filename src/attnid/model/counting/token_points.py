@@ -48,7 +48,10 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
     Each such direction is free iff its table part lies in the reachable tangent, so the model gains
     max(0, reach + k - V d_out): 0 while the table is data-limited (Falcon-7B), the MLP's surplus plus k once
     it is free (Falcon-40B). Measured on both sides of the crossover (d 4-10, V 12-45, d_ff 4-32, LayerNorm
-    and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). Without a final norm the
+    and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). With eps > 0 the split into
+    exact and weakly identified directions is measured while V < d_c (d_c + 1) / 2 (+ [c] d_c untied), where
+    the quadric conditions take up the scales (V 12, 20 agree at eps 1e-5); beyond it (V 32 at d 8: tied 1,
+    untied 4 of the counted directions are only weakly identified) the free table with eps > 0 is refused. Without a final norm the
     unembedding reads the raw stream, whose gauge differs: a reachable table is refused there.
     """
     if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
@@ -71,6 +74,14 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
             "final_norm",
             f"layer 0's parallel MLP reaches its whole V x {d_out} output table (V={V}) and the unembedding reads "
             "the raw stream: not modelled",
+        )
+    quadric = d_c * (d_c + 1) // 2 + (0 if spec.tied else d_c * shifts)
+    if excess and spec.norm_eps > 0 and V >= quadric:
+        raise SpecError(
+            "norm_eps",
+            f"layer 0's parallel MLP reaches its whole output table and V={V} >= {quadric} points fix the reading"
+            " gauge's quadric: which free directions eps > 0 leaves weakly identified is not derived (measured, d 8,"
+            " V 32, eps 1e-5: tied 1, untied 4 more than counted)",
         )
     return excess
 
