@@ -113,6 +113,11 @@ def tiny_config(cfg: dict) -> dict:
         tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
     if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
         tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
+    if a.kv_lora_rank:  # latent attention: head_dim names the rotary dims, qk_head_dim the query/key head
+        if "head_dim" in tiny or "head_dim" in defaults:
+            tiny["head_dim"] = tiny["qk_rope_head_dim"]
+        if "qk_head_dim" in tiny or "qk_head_dim" in defaults:
+            tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
     if partial:  # partial rotary: half of the tiny head
         for key in ("partial_rotary_factor", "rotary_pct"):
             _set(tiny, defaults, (key,), 0.5)
