@@ -273,6 +273,7 @@ REFUSED = {
     "hrm_text": "hierarchical recurrence: its stacks run H_cycles x L_cycles times with the same weights",
     "gemma3n_text": "AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity beside the attention",
     "recurrent_gemma": "RG-LRU recurrent blocks between the local attention layers",
+    "gemma4_text": "per-layer input embeddings (hidden_size_per_layer_input) and keys and values shared across layers",
     "qwen3_5_text": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
     "olmo_hybrid": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
 }
