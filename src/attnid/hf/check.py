@@ -154,11 +154,11 @@ def _data_limited_table(tiny: dict, spec) -> dict:
     (Cohere, GPT-J: a tiny vocabulary would measure another regime than the model's): VOCAB doubled until it does
     not."""
     from ..model.counting.residual import Stream
-    from ..model.counting.token_points import first_mlp_table
+    from ..model.counting.token_points import table_excess
 
     def free_table(spec) -> int:
         stream = Stream.of(spec)
-        return first_mlp_table(spec, stream.d_c, stream.d_out, stream.d_const)
+        return table_excess(spec, stream.d_c, stream.d_out, stream.d_const)
 
     if free_table(spec):
         return tiny  # the model's own table is free (Falcon-40B): the tiny one stays so

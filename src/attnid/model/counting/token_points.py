@@ -51,30 +51,19 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
     and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). With eps > 0 the split into
     exact and weakly identified directions is measured while V < d_c (d_c + 1) / 2 (+ [c] d_c untied), where
     the quadric conditions take up the scales (V 12, 20 agree at eps 1e-5); beyond it (V 32 at d 8: tied 1,
-    untied 4 of the counted directions are only weakly identified) the free table with eps > 0 is refused. Without a final norm the
-    unembedding reads the raw stream, whose gauge differs: a reachable table is refused there.
+    untied 4 of the counted directions are only weakly identified) the free table with eps > 0 is refused.
+    Without a final norm the unembedding reads the raw stream, whose gauge differs: a reachable table is
+    refused there.
     """
-    if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
-        return 0
-    first = spec.layer_specs[0]
-    a, V = first.attention, spec.vocab_size
-    reach = effective_params(first.mlp, d_c, d_out, spec.norm_bias) + (0 if spec.tied else V)
-    shifts = spec.norm_bias or all(a.has_bias(x) for x in "qkv")  # every reader of the points absorbs a constant
-    if first.mlp.bias:
-        shift = 0  # the MLP's own constant already trades with b_O and the value bias
-    elif a.has_bias("o"):
-        shift = d_const
-    elif a.has_bias("v") or spec.norm_bias:
-        shift = min(a.n_kv_heads * a.d_head_v, d_const)
-    else:
-        shift = 0
-    excess = max(0, reach + _reading_gauge(spec, d_c, shifts) + shift - V * d_out)
+    excess = table_excess(spec, d_c, d_out, d_const)
+    V = spec.vocab_size
     if excess and not spec.final_norm:
         raise SpecError(
             "final_norm",
             f"layer 0's parallel MLP reaches its whole V x {d_out} output table (V={V}) and the unembedding reads "
             "the raw stream: not modelled",
         )
+    shifts = _reading_shifts(spec)
     quadric = d_c * (d_c + 1) // 2 + (0 if spec.tied else d_c * shifts)
     if excess and spec.norm_eps > 0 and V >= quadric:
         raise SpecError(
@@ -84,6 +73,32 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
             " V 32, eps 1e-5: tied 1, untied 4 more than counted)",
         )
     return excess
+
+
+def _reading_shifts(spec) -> bool:
+    """Every reader of layer 0's token points absorbs a constant (a norm bias, or biases on q, k and v)."""
+    a = spec.layer_specs[0].attention
+    return spec.norm_bias or all(a.has_bias(x) for x in "qkv")
+
+
+def table_excess(spec, d_c: int, d_out: int, d_const: int) -> int:
+    """max(0, reach + k + shift - V d_out) of :func:`first_mlp_table`, without its refusals (0 unless a pre-LN
+    parallel block without learned positions)."""
+    if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
+        return 0
+    first = spec.layer_specs[0]
+    a, V = first.attention, spec.vocab_size
+    reach = effective_params(first.mlp, d_c, d_out, spec.norm_bias) + (0 if spec.tied else V)
+    shifts = _reading_shifts(spec)
+    if first.mlp.bias:
+        shift = 0  # the MLP's own constant already trades with b_O and the value bias
+    elif a.has_bias("o"):
+        shift = d_const
+    elif a.has_bias("v") or spec.norm_bias:
+        shift = min(a.n_kv_heads * a.d_head_v, d_const)
+    else:
+        shift = 0
+    return max(0, reach + _reading_gauge(spec, d_c, shifts) + shift - V * d_out)
 
 
 def _normed_projections(a, beta: bool) -> list[tuple[int, int, bool]]:
