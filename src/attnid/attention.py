@@ -28,7 +28,8 @@ from torch import nn
 
 from .layout import Layout
 from .spec import AttentionSpec
-from .variants import adjust_scores, attention_weights, latent_qkv, normalize_qk
+from .spec_variants import QK_NORMS_AFTER_ROPE
+from .variants import adjust_scores, attention_weights, latent_qkv, normalize_heads, normalize_qk
 
 
 def rope_frequencies(spec: AttentionSpec) -> torch.Tensor:
@@ -102,12 +103,16 @@ def attention(
         k = k + w["b_K"][:, None, :]
     if "b_V" in w:
         v = v + w["b_V"][:, None, :]
-    q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.variants), before RoPE
+    after_rope = spec.qk_norm in QK_NORMS_AFTER_ROPE
+    if not after_rope:
+        q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.variants), before RoPE
     if spec.rope_dims:
         angles = rope_angles(spec, T if positions is None else positions, x.dtype, x.device, frequencies)
         if angles.dim() == 3:  # per-sequence positions (B, T, p/2): broadcast over the heads
             angles = angles[:, None]
         q, k = apply_rope(q, angles[..., -1:, :] if last_only else angles), apply_rope(k, angles)
+    if after_rope:
+        q, k = normalize_qk(q, k, w, spec)
     k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
 
     scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, T)
@@ -116,6 +121,7 @@ def attention(
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
     heads = attention_weights(scores, w, spec) @ v  # (B, H, T, v): softmax, with sinks if any
+    heads = normalize_heads(heads, w, spec)  # BitNet's norm across the heads' outputs
     y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)
     if "b_O" in w:
         y = y + w["b_O"]

@@ -45,6 +45,7 @@ from . import __version__
 from .counting import count
 from .errors import SpecError
 from .spec import AttentionSpec
+from .spec_variants import QK_NORMS
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ SPEC_FLAGS = (
     Flag("biases", "--bias", str, "none", "biases present: 'none' or a subset of the letters qkvo"),
     Flag("causal", "--causal", None, False, "causal mask"),
     Flag("seq_len", "--seq-len", int, None, "positions per sequence T (default: long enough for the count)"),
-    Flag("qk_norm", "--qk-norm", str, "none", "none | rms_head | rms_all | layernorm_head", VARIANTS),
+    Flag("qk_norm", "--qk-norm", str, "none", "q/k norm: " + " | ".join(QK_NORMS), VARIANTS),
     Flag("norm_eps", "--norm-eps", float, 1e-6, "eps of the q/k or latent norms (0: exact)", VARIANTS),
     Flag("sinks", "--sinks", None, False, "one learnable sink logit per head", VARIANTS),
     Flag("softcap", "--softcap", float, 0.0, "logit softcap c: c tanh(s / c) (0: off)", VARIANTS),
@@ -79,6 +80,7 @@ SPEC_FLAGS = (
     Flag("alibi", "--alibi", None, False, "ALiBi position bias (no RoPE)", VARIANTS),
     Flag("kv_lora_rank", "--kv-lora-rank", int, 0, "multi-head latent attention rank (0: off)", VARIANTS),
     Flag("q_lora_rank", "--q-lora-rank", int, 0, "MLA query latent rank (0: full query)", VARIANTS),
+    Flag("sub_norm", "--sub-norm", None, False, "an RMSNorm with a gain across the heads' outputs (BitNet)", VARIANTS),
 )
 VERIFY_FLAGS = (
     Flag("seed", "--seed", int, 0, "seed of the random point and inputs (default 0)"),

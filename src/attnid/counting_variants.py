@@ -21,6 +21,18 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * q/k LayerNorm per head (Phi `qk_layernorm`): as per-head RMSNorm, plus the centring (a change
     along the ones vector of each row of [W_Q^h; b_Q^h] and [W_K^g; b_K^g]): H m_q + G (d + [b_K]),
     plus the key shift on unrotated dims, constant along keys: u (0 with sinks or softcapping).
+  * q/k LayerNorm per head with every head's own gain, no shift (StableLM, Cohere): the gains of query
+    head h and of its key group pair up per group as across heads, G (u + p/2); the centring as above;
+    the scale of every W_Q^h and W_K^g: H + G.
+  * q/k RMSNorm per head after RoPE, one gain each (HunYuan): n(R_i q) = R_i n(q), so the scores are
+    n(q)^T R_i^T diag(g_Q g_K) R_j n(k): only the product of the two gains is seen (k), and an orthogonal
+    O keeping R_i^T D R_j for generic diagonal D is +-1 (none): k; scales H + G.
+  * q/k RMSNorm per head without a gain (NanoChat; before or after RoPE alike): n(q O) = n(q) O for
+    orthogonal O, which must commute with every rotation: SO(2) per plane and O(u) per group,
+    G (p/2 + u (u - 1) / 2); scales H + G.
+  * an RMSNorm with a gain across all heads' outputs before W_O (BitNet; v <= d): n(z M) = n(z) M only
+    for orthogonal M, so of GL(v) per group O(v) is left, G v (v - 1) / 2; the gains against the rows of
+    W_O, H v; the value bias sits inside the norm: seen; the scale of W_V (and b_V): 1 (weak for eps > 0).
   * multi-head latent attention (DeepSeek-V2/V3; ranks r_q, r_kv, RMSNorm on each latent): each
     latent admits W_D -> W_D O (O orthogonal), any gains, up-projections compensating:
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
@@ -48,13 +60,24 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     if spec.has_bias("v") and spec.sinks:
         out["value_bias"] = G * max(0, v - r * d)
     scale = 0
+    if spec.sub_norm:
+        out["value_output"] = G * (v * (v - 1) // 2) + H * v
+        out["value_bias"] = 0
+        scale += 1
     if spec.qk_norm != "none":
-        per_head = spec.qk_norm in ("rms_head", "layernorm_head")
-        out["query_key"] = u + p // 2 if per_head else G * (u + p // 2)
+        out["query_key"] = {
+            "rms_head": u + p // 2,
+            "layernorm_head": u + p // 2,
+            "rms_all": G * (u + p // 2),
+            "layernorm_heads": G * (u + p // 2),
+            "rms_head_rotated": k,
+            "rms_plain": G * (p // 2 + u * (u - 1) // 2),
+        }[spec.qk_norm]
         out["key_bias"] = 0
-        scale = H + G if per_head else 2
-        if spec.qk_norm == "layernorm_head":
+        scale += 2 if spec.qk_norm == "rms_all" else H + G
+        if spec.qk_norm in ("layernorm_head", "layernorm_heads"):
             out["norm_centring"] = H * m_q + G * (d + spec.has_bias("k"))
+        if spec.qk_norm == "layernorm_head":
             out["norm_shift"] = u if shift_free else 0
     return _scales(spec, out, scale)
 

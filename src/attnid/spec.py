@@ -20,7 +20,8 @@ module builds one from loose fields:
     RoPE words          parse_rope: "none" | "half" | "full" | an even integer
     a short name        spec.label
 
-Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention):
+Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
+heads' output):
 fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
@@ -148,7 +149,9 @@ class AttentionSpec:
     rope_base: float = DEFAULT_ROPE_BASE  # RoPE frequencies base^(-2i/p), i = 0..p/2-1
     seq_len: int | None = None  # T: positions per sequence; None = long enough for every count
     # Modern variants (module docstring); the defaults are plain attention.
-    qk_norm: str = "none"  # none | rms_head (one gain for all heads) | rms_all (across heads) | layernorm_head
+    # none | rms_head (one gain for all heads) | rms_all (across heads) | layernorm_head | layernorm_heads (a gain
+    # per head) | rms_head_rotated (after RoPE) | rms_plain (no gain): attnid.spec_variants
+    qk_norm: str = "none"
     norm_eps: float = 1e-6  # eps of the norms inside the layer; 0 makes their scale symmetries exact
     sinks: bool = False  # one learnable logit per head joins every softmax row (GPT-OSS)
     softcap: float = 0.0  # scores -> softcap * tanh(scores / softcap) (Gemma-2); 0 = off
@@ -156,6 +159,7 @@ class AttentionSpec:
     alibi: bool = False  # fixed bias -m_h (i - j) on the scores, slopes m_h = 2^(-8 (h+1) / H)
     kv_lora_rank: int = 0  # multi-head latent attention: rank of the compressed key/value (0 = off)
     q_lora_rank: int = 0  # MLA: rank of the compressed query (0 = a full query projection)
+    sub_norm: bool = False  # an RMSNorm with a gain (H, v) across all heads' outputs, before W_O (BitNet)
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -208,7 +212,7 @@ class AttentionSpec:
     @property
     def has_norm(self) -> bool:
         """Does the layer hold a norm (q/k norms, or MLA's latent norms), so that norm_eps matters?"""
-        return self.qk_norm != "none" or self.kv_lora_rank > 0
+        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm
 
     # Short names used in formulas.
     @property
@@ -367,7 +371,7 @@ class AttentionSpec:
                     value = float(value)
                 except ValueError:
                     raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
-            if name in ("causal", "sinks", "alibi") and isinstance(value, str):
+            if name in ("causal", "sinks", "alibi", "sub_norm") and isinstance(value, str):
                 if value.strip().lower() not in ("true", "false"):
                     raise SpecError(name, f"must be true or false, got {value!r}")
                 value = value.strip().lower() == "true"

@@ -3,8 +3,10 @@ checks and the extra parameter blocks (torch-free; the spec calls these, nothing
 
 Modern variants (each counted in `attnid.counting`, run by `attnid.attention` via
 `attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
-Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi), with their
-`norm_eps`; attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
+Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi; LayerNorm per head with
+every head's own gain and no shift, StableLM and Cohere; the per-head RMSNorm with one gain applied after
+RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; an RMSNorm with a gain
+across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
 `kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
 """
@@ -16,7 +18,8 @@ from numbers import Integral, Real
 
 from .errors import SpecError
 
-QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head")
+QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
+QK_NORMS_AFTER_ROPE = ("rms_head_rotated", "rms_plain")  # applied to the rotated queries and keys
 # Variant fields and their defaults: the label, to_row and from_row mention them only when set.
 VARIANT_DEFAULTS = {
     "qk_norm": "none",
@@ -27,6 +30,7 @@ VARIANT_DEFAULTS = {
     "alibi": False,
     "kv_lora_rank": 0,
     "q_lora_rank": 0,
+    "sub_norm": False,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -39,6 +43,7 @@ VARIANT_LABEL = {
     "alibi": lambda v: "alibi",
     "kv_lora_rank": lambda v: f"mla{v}",
     "q_lora_rank": lambda v: f"q{v}",
+    "sub_norm": lambda v: "subnorm",
 }
 
 
@@ -53,7 +58,7 @@ def checked_variants(spec) -> dict:
         if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
             raise SpecError(name, f"must be a finite number >= 0, got {value!r}")
         out[name] = float(value)
-    for name in ("sinks", "alibi"):
+    for name in ("sinks", "alibi", "sub_norm"):
         value = getattr(spec, name)
         if type(value).__name__ == "bool_":
             out[name] = bool(value)
@@ -72,6 +77,14 @@ def checked_variants(spec) -> dict:
         raise SpecError("alibi", "ALiBi together with RoPE is not modelled")
     if spec.qk_norm != "none" and spec.d_head_qk > spec.d_model:
         raise SpecError("qk_norm", f"q/k norms are modelled for d_head_qk <= d_model, got {spec.d_head_qk}")
+    if spec.sub_norm:
+        for name, ok, why in (
+            ("sinks", not spec.sinks, "a norm on the heads' output is modelled without sinks"),
+            ("kv_lora_rank", not spec.kv_lora_rank, "a norm on the heads' output is modelled without latents"),
+            ("d_head_v", spec.d_head_v <= spec.d_model, "a norm on the heads' output needs d_head_v <= d_model"),
+        ):
+            if not ok:
+                raise SpecError(name, why)
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
     if spec.kv_lora_rank:
@@ -97,14 +110,16 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
     """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
     H, G, k = spec.n_heads, spec.n_kv_heads, spec.d_head_qk
     extra = {}
-    if spec.qk_norm in ("rms_head", "layernorm_head"):
+    if spec.qk_norm in ("rms_head", "layernorm_head", "rms_head_rotated"):
         extra |= {"gain_Q": (k,), "gain_K": (k,)}
     if spec.qk_norm == "layernorm_head":
         extra |= {"shift_Q": (k,), "shift_K": (k,)}
-    if spec.qk_norm == "rms_all":
+    if spec.qk_norm in ("rms_all", "layernorm_heads"):
         extra |= {"gain_Q": (H, k), "gain_K": (G, k)}
     if spec.sinks:
         extra["sink"] = (H,)
+    if spec.sub_norm:
+        extra["gain_O"] = (H, spec.d_head_v)
     return extra
 
 

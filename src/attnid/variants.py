@@ -8,14 +8,19 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       c_KV = rms(X W_DKV) * gain_DKV, K_h = [X W_KR, c_KV W_UK^h], V_h = c_KV W_UV^h.
                       The RoPE dims come first in Q_h and K_h, so the layer's RoPE rotates them;
                       X W_KR is one key shared by all heads.
-    normalize_qk      q/k norms before RoPE: rms(z) = z / sqrt(mean(z^2) + eps);
-                      rms_head: rms over each head's k dims, one gain (k,) shared by all heads;
+    normalize_qk      q/k norms (before RoPE; rms_head_rotated and rms_plain after it):
+                      rms(z) = z / sqrt(mean(z^2) + eps);
+                      rms_head, rms_head_rotated: rms over each head's k dims, one gain (k,) shared by all heads;
                       rms_all: rms over all H k (G k) dims, gains (H, k) and (G, k);
-                      layernorm_head: (z - mean) / sqrt(var + eps) * gain + shift per head.
+                      layernorm_head: (z - mean) / sqrt(var + eps) * gain + shift per head;
+                      layernorm_heads: (z - mean) / sqrt(var + eps) * gain, gains (H, k) and (G, k);
+                      rms_plain: rms over each head's k dims, no gain.
     adjust_scores     scores -> softcap * tanh(scores / softcap); + ALiBi -m_h (i - j) with
                       slopes m_h = 2^(-8 (h + 1) / H); keys outside the sliding window masked.
     attention_weights softmax over keys, with a sink: one logit per head that joins every row
                       and is dropped afterwards, so the rows sum to less than one.
+    normalize_heads   sub_norm: rms over all H v dims of a token's head outputs, times gain_O (H, v),
+                      before W_O (BitNet's attn_sub_norm).
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ def latent_qkv(x: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tens
 def normalize_qk(q: torch.Tensor, k: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor]:
     """q (B, H, T, k) and k (B, G, T, k) after the spec's q/k norm (identity for qk_norm 'none')."""
     eps = spec.norm_eps
-    if spec.qk_norm == "rms_head":
+    if spec.qk_norm in ("rms_head", "rms_head_rotated"):
         return _rms(q, eps) * w["gain_Q"], _rms(k, eps) * w["gain_K"]
+    if spec.qk_norm == "rms_plain":
+        return _rms(q, eps), _rms(k, eps)
     if spec.qk_norm == "rms_all":
 
         def across_heads(z, gain):  # z (B, n, T, k), gain (n, k): one rms over all n k dims of a token
@@ -62,6 +69,13 @@ def normalize_qk(q: torch.Tensor, k: torch.Tensor, w: dict, spec) -> tuple[torch
             return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps) * gain + shift
 
         return layer_norm(q, w["gain_Q"], w["shift_Q"]), layer_norm(k, w["gain_K"], w["shift_K"])
+    if spec.qk_norm == "layernorm_heads":
+
+        def centred(z, gain):  # z (B, n, T, k), gain (n, k): each head its own gain
+            z = z - z.mean(-1, keepdim=True)
+            return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps) * gain[:, None, :]
+
+        return centred(q, w["gain_Q"]), centred(k, w["gain_K"])
     return q, k
 
 
@@ -94,3 +108,11 @@ def attention_weights(scores: torch.Tensor, w: dict, spec) -> torch.Tensor:
     B, H, T, _ = scores.shape
     sink = w["sink"].to(scores.dtype)[None, :, None, None].expand(B, H, T, 1)
     return torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :T]
+
+
+def normalize_heads(heads: torch.Tensor, w: dict, spec) -> torch.Tensor:
+    """The heads' outputs (B, H, T, v) after the spec's sub_norm (identity without it)."""
+    if not spec.sub_norm:
+        return heads
+    scale = torch.rsqrt(heads.pow(2).mean(dim=(1, 3), keepdim=True) + spec.norm_eps)  # (B, 1, T, 1)
+    return heads * scale * w["gain_O"][:, None, :]

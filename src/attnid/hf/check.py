@@ -3,8 +3,9 @@
 A config.json of a mapped model type is shrunk to a tiny model with the same flags (:func:`tiny_config`:
 d_model 8, two to four heads keeping MHA / GQA / MQA, head sizes that differ from d_model / heads where
 the config's do, half the head rotated where the config rotates part of it, a window shorter than the
-sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32, two layers, one
-of each kind where layers differ), the class the config names is built from it (random float64 weights,
+sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32 (more where a parallel
+first block's MLP would reach its whole output table at the tiny size though the config's model does not), two
+layers, one of each kind where layers differ), the class the config names is built from it (random float64 weights,
 eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
@@ -81,7 +82,7 @@ def _set(tiny: dict, defaults: dict, keys, value) -> None:
 
 def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
     """The layer indices the tiny model keeps: one of each distinct block (attention spec and MLP kind), two at least."""
-    kinds = [(b.attention.sliding_window > 0, b.attention.rope_base, type(b.mlp).__name__) for b in spec.layer_specs]
+    kinds = [(b.attention, type(b.mlp).__name__) for b in spec.layer_specs]  # a layer without RoPE is its own kind
     kept = sorted({kinds.index(k) for k in kinds})
     return (kept + [i for i in range(n_layers) if i not in kept])[: max(2, len(kept))]
 
@@ -103,11 +104,21 @@ def tiny_config(cfg: dict) -> dict:
         _set(tiny, defaults, keys, value)
     _set(tiny, defaults, HEAD_KEYS, H)
     _set(tiny, defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
+    for key in KV_KEYS:  # null means one key/value head per head, which a class may read as it is (Nemotron)
+        if key in tiny and tiny[key] is None:
+            tiny[key] = H
+    partial = 0 < a.rope_dims < a.d_head_qk and not a.kv_lora_rank
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
-        tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 else 2)
+        # a partly rotated head keeps four dims at least, so that half of it is one whole plane
+        tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
     if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
         tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
-    if 0 < a.rope_dims < a.d_head_qk and not a.kv_lora_rank:  # partial rotary: half of the tiny head
+    if a.kv_lora_rank:  # latent attention: head_dim names the rotary dims, qk_head_dim the query/key head
+        if "head_dim" in tiny or "head_dim" in defaults:
+            tiny["head_dim"] = tiny["qk_rope_head_dim"]
+        if "qk_head_dim" in tiny or "qk_head_dim" in defaults:
+            tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
+    if partial:  # partial rotary: half of the tiny head
         for key in ("partial_rotary_factor", "rotary_pct"):
             _set(tiny, defaults, (key,), 0.5)
         if tiny.get("rotary_dim"):
@@ -134,7 +145,28 @@ def tiny_config(cfg: dict) -> dict:
         tiny["mlp_only_layers"] = [kept.index(i) for i in tiny["mlp_only_layers"] if i in kept]
     _set(tiny, defaults, LAYER_KEYS, len(kept))
     _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else 64)
-    return tiny
+    return _data_limited_table(tiny, spec)
+
+
+def _data_limited_table(tiny: dict, spec) -> dict:
+    """The tiny config with a vocabulary large enough that a parallel first block's MLP does not reach its whole
+    V x d output table (`attnid.model.counting.token_points.first_mlp_table`) when the config's own model does not
+    (Cohere, GPT-J: a tiny vocabulary would measure another regime than the model's): VOCAB doubled until it does
+    not."""
+    from ..model.counting.residual import Stream
+    from ..model.counting.token_points import table_excess
+
+    def free_table(spec) -> int:
+        stream = Stream.of(spec)
+        return table_excess(spec, stream.d_c, stream.d_out, stream.d_const)
+
+    if free_table(spec):
+        return tiny  # the model's own table is free (Falcon-40B): the tiny one stays so
+    while True:
+        spec = model_spec(tiny, seq_len=SEQ_LEN)
+        if spec.vocab_size >= 16 * VOCAB or not free_table(spec):
+            return tiny
+        tiny = {**tiny, "vocab_size": 2 * spec.vocab_size}
 
 
 def real_class(cfg: dict) -> str:

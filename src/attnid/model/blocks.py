@@ -8,8 +8,11 @@ Only the blocks differ: the residual stream, its gauge, the embeddings and the n
 
 Dense MLP (x the normalised stream (..., d), m = d_ff hidden units):
 
-    relu, gelu:      act(x W_up + b_up) W_down + b_down
-    swiglu, geglu:   (act(x W_gate + b_gate) * (x W_up + b_up)) W_down + b_down    act = SiLU / GELU(tanh)
+    relu, gelu,      act(x W_up + b_up) W_down + b_down
+    relu2, silu:     (relu2: squared ReLU relu(z)^2, Primer; silu: z sigmoid(z))
+    swiglu, geglu,   (act(x W_gate + b_gate) * (x W_up + b_up)) W_down + b_down    act = SiLU / GELU(tanh)
+    relu2glu:                                                                     / squared ReLU (BitNet)
+    with sub_norm:   the hidden units through an RMSNorm with a gain (m,) before W_down (BitNet's ffn_sub_norm)
 
 Mixture of experts (E experts of width m, k chosen per token):
 
@@ -45,7 +48,7 @@ from dataclasses import dataclass
 
 from ..spec import AttentionSpec, SpecError
 
-MLPS = ("relu", "gelu", "swiglu", "geglu")
+MLPS = ("relu", "gelu", "swiglu", "geglu", "relu2", "silu", "relu2glu")
 SCORINGS = ("softmax", "topk_softmax", "sigmoid")
 EXPERT_ACTIVATIONS = ("swiglu", "gpt_oss")
 
@@ -55,8 +58,9 @@ class MLPSpec:
     """A dense MLP (module docstring): act(x W_up + b_up) W_down + b_down, or the gated (act(x W_gate) * x W_up) W_down."""
 
     d_ff: int  # m: hidden width
-    kind: str = "gelu"  # relu | gelu | swiglu | geglu
+    kind: str = "gelu"  # relu | gelu | relu2 | silu (ungated) | swiglu | geglu | relu2glu (gated)
     bias: bool = False  # a bias on every map
+    sub_norm: bool = False  # an RMSNorm with a gain on the hidden units before W_down (BitNet)
 
     def __post_init__(self):
         if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff <= 0:
@@ -66,16 +70,19 @@ class MLPSpec:
 
     @property
     def gated(self) -> bool:
-        return self.kind in ("swiglu", "geglu")
+        return self.kind in ("swiglu", "geglu", "relu2glu")
 
     def shapes(self, d: int) -> list[tuple[str, tuple[int, ...]]]:
-        """Parameter blocks in layout order: (gate,) up (d, m), their biases (m,), down (m, d), down_bias (d,)."""
+        """Parameter blocks in layout order: (gate,) up (d, m), their biases (m,), (sub_norm_gain (m,),) down (m, d),
+        down_bias (d,)."""
         m = self.d_ff
         out = []
         for name in ("gate", "up") if self.gated else ("up",):
             out.append((name, (d, m)))
             if self.bias:
                 out.append((f"{name}_bias", (m,)))
+        if self.sub_norm:
+            out.append(("sub_norm_gain", (m,)))
         out.append(("down", (m, d)))
         if self.bias:
             out.append(("down_bias", (d,)))
@@ -91,7 +98,7 @@ class MLPSpec:
 
     @property
     def label(self) -> str:
-        return f"ff{self.d_ff}{self.kind}" + ("mb" if self.bias else "")
+        return f"ff{self.d_ff}{self.kind}" + ("mb" if self.bias else "") + ("sn" if self.sub_norm else "")
 
 
 @dataclass(frozen=True)

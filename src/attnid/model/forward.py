@@ -30,6 +30,8 @@ def norm(x: torch.Tensor, w: dict, name: str, spec: ModelSpec, eps: float | None
     if spec.norm == "layernorm":
         x = x - x.mean(-1, keepdim=True)
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    if not spec.norm_gain:  # a norm without learnable parameters
+        return y
     gain = w[f"{name}.gain"]
     y = y * (1.0 + gain if spec.gemma_gain else gain)
     if f"{name}.bias" in w:
@@ -37,8 +39,9 @@ def norm(x: torch.Tensor, w: dict, name: str, spec: ModelSpec, eps: float | None
     return y
 
 
-def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
-    """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d)."""
+def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec, eps: float = 0.0) -> torch.Tensor:
+    """act(x W_up + b) W_down + b, or the gated (act(x W_gate) * x W_up) W_down: (..., d) -> (..., d); with
+    sub_norm the hidden units are RMS-normed (eps) and scaled by their gain before W_down."""
     if isinstance(spec, MoESpec):
         return moe_forward(x, w, prefix, spec)
 
@@ -52,9 +55,20 @@ def mlp(x: torch.Tensor, w: dict, prefix: str, spec: MLPSpec) -> torch.Tensor:
         hidden = torch.relu(up)
     elif spec.kind == "gelu":
         hidden = F.gelu(up)
+    elif spec.kind == "relu2":
+        hidden = torch.relu(up).square()
+    elif spec.kind == "silu":
+        hidden = F.silu(up)
     else:
         gate = linear(x, "gate")
-        hidden = (F.silu(gate) if spec.kind == "swiglu" else F.gelu(gate, approximate="tanh")) * up
+        act = {
+            "swiglu": F.silu,
+            "geglu": lambda z: F.gelu(z, approximate="tanh"),
+            "relu2glu": lambda z: z.relu().square(),
+        }
+        hidden = act[spec.kind](gate) * up
+    if spec.sub_norm:
+        hidden = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * w[f"{prefix}.sub_norm_gain"]
     return linear(hidden, "down")
 
 
@@ -167,7 +181,7 @@ def logits(
             return attention(w[f"{p}.attn"], x, a, a_layout)
 
         def ff(x, p=p, m=layer.mlp):
-            return mlp(x, w, f"{p}.mlp", m)
+            return mlp(x, w, f"{p}.mlp", m, spec.norm_eps)
 
         if spec.norm_position == "post":
             h = norm(h + attn(h), w, f"{p}.norm_1", spec)
@@ -176,6 +190,9 @@ def logits(
             a = norm(h, w, f"{p}.norm_1", spec)
             m = a if spec.shared_norm else norm(h, w, f"{p}.norm_2", spec)
             h = h + attn(a) + ff(m)
+        elif not spec.input_norms:  # OLMo-2: the sublayers read the raw stream, their outputs normed
+            h = h + norm(attn(h), w, f"{p}.out_norm_1", spec)
+            h = h + norm(ff(h), w, f"{p}.out_norm_2", spec)
         elif spec.output_norms:  # Gemma-2/3: each sublayer's output normed before the residual add
             h = h + norm(attn(norm(h, w, f"{p}.norm_1", spec)), w, f"{p}.out_norm_1", spec)
             h = h + norm(ff(norm(h, w, f"{p}.norm_2", spec)), w, f"{p}.out_norm_2", spec)

@@ -12,6 +12,7 @@ gradient although the forward pass reads it: the pad token is set to None and ev
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import sys
 import threading
@@ -237,6 +238,10 @@ def real_config(cfg: dict):
     import transformers
 
     kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type" and not k.startswith("_")}
+    fields = getattr(transformers.CONFIG_MAPPING[cfg["model_type"]], "__dataclass_fields__", {})
+    for key in _COMMON:  # a class that types a token id as int (CWM, ModernBERT's decoder): row 0, no padding row
+        if key in fields and fields[key].type in (int, "int"):
+            kwargs[key] = 0
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
     if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts")):
@@ -246,7 +251,8 @@ def real_config(cfg: dict):
 
 def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:
     """A real module made measurable: float64, eval, embeddings without a padding row, routers recording their
-    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms'."""
+    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms' (OLMo's,
+    written into its forward, by the same formula at that eps)."""
     model = model.to(DTYPE).eval()
     for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.forward.expert_loads
         if type(sub).__name__.lower().endswith("router") and hasattr(sub, "num_experts"):
@@ -260,7 +266,14 @@ def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn
             for attr in ("variance_epsilon", "eps"):
                 if isinstance(getattr(sub, attr, None), float):
                     setattr(sub, attr, eps)
+            if type(sub).__name__ == "OlmoLayerNorm":  # eps 1e-5 is written into its forward: the same formula
+                sub.forward = functools.partial(_layer_norm_without_parameters, sub.normalized_shape, eps)
     return model
+
+
+def _layer_norm_without_parameters(shape, eps: float, x: torch.Tensor) -> torch.Tensor:
+    """OlmoLayerNorm.forward at another eps: F.layer_norm without gain or bias."""
+    return torch.nn.functional.layer_norm(x, shape, None, None, eps=eps)
 
 
 def generic_point(model: torch.nn.Module, seed: int, gemma_gain: bool = False) -> tuple[list, list, torch.Tensor]:

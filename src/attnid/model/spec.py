@@ -7,13 +7,15 @@ A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V
     (h_0 = Norm_emb(h_0) if embedding_norm)
     block, pre-LN sequential:   h = h + Attn(Norm_1 h);  h = h + MLP(Norm_2 h)
            with output_norms:   h = h + Norm(Attn(Norm_1 h));  h = h + Norm(MLP(Norm_2 h))
+           and no input_norms:  h = h + Norm(Attn(h));  h = h + Norm(MLP(h))     (OLMo-2: the raw stream read)
            pre-LN parallel:     h = h + Attn(Norm_1 h) + MLP(Norm_2 h)   (Norm_2 = Norm_1 if shared_norm)
            post-LN:             h = Norm_1(h + Attn h);  h = Norm_2(h + MLP h)
     logits = Head(Norm_f(h)) U (+ c)    U = E^T if tied, else its own (d, V) matrix; Norm_f if final_norm;
                                         Head = BERT's dense-GELU-norm transform if mlm_head, else identity
 
 Norm: LayerNorm (x - mean) / sqrt(var + eps) * g (+ b), or RMSNorm x / sqrt(mean x^2 + eps) * g;
-Gemma stores the gain as w with g = 1 + w (a change of coordinates: counts are unchanged).
+Gemma stores the gain as w with g = 1 + w (a change of coordinates: counts are unchanged); without norm_gain
+a norm has neither g nor b (OLMo's LayerNorm, NanoChat's RMSNorm: g = 1).
 
 Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.gauge`):
 
@@ -64,6 +66,7 @@ class ModelSpec:
     d_ff: int  # m: MLP hidden width
     mlp: str = "gelu"  # relu | gelu | swiglu | geglu
     mlp_bias: bool = False
+    mlp_sub_norm: bool = False  # an RMSNorm with a gain on the MLP's hidden units before W_down (BitNet)
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_bias: bool = True  # LayerNorm's additive b (RMSNorm has none)
     norm_eps: float = 1e-5
@@ -86,6 +89,8 @@ class ModelSpec:
     token_types: int = 0  # rows of a token-type table (BERT's segments); every position reads row 0
     mlm_head: bool = False  # BERT's masked-LM transform (dense d x d + bias, GELU, a norm) before the unembedding
     output_norms: bool = False  # a norm on each sublayer's output before the residual add (Gemma-2/3)
+    input_norms: bool = True  # a norm before each sublayer; False: sublayers read the raw stream (OLMo-2)
+    norm_gain: bool = True  # False: norms without learnable parameters (OLMo, NanoChat)
     # (field or config key, why) of what this description leaves out, so that the whole-model count refuses it
     # (a mapped config whose attention is exact but whose whole model is not modelled); () = nothing
     not_modelled: tuple[tuple[str, str], ...] = ()
@@ -122,6 +127,10 @@ class ModelSpec:
             )
         if self.shared_norm and not self.parallel:
             raise SpecError("shared_norm", "only parallel blocks share a norm")
+        if not self.input_norms and not self.output_norms:
+            raise SpecError("input_norms", "blocks without input norms are modelled with output norms (OLMo-2) only")
+        if not self.norm_gain and (self.norm_bias or self.gemma_gain):
+            raise SpecError("norm_gain", "a norm without a gain has no bias or stored gain either")
         if self.output_norms and (self.parallel or self.norm_position == "post"):
             raise SpecError("output_norms", "sublayer output norms are defined for sequential pre-LN blocks only")
         if self.parallel and self.norm_position == "post":
@@ -164,7 +173,7 @@ class ModelSpec:
         mlp = first.mlp
         top = {"attention": first.attention, "n_layers": len(layers), "layers": layers}
         # an MLP of another kind (its own protocol) leaves the top-level MLP fields to `fields` or its own names
-        for name, attr in (("d_ff", "d_ff"), ("mlp", "kind"), ("mlp_bias", "bias")):
+        for name, attr in (("d_ff", "d_ff"), ("mlp", "kind"), ("mlp_bias", "bias"), ("mlp_sub_norm", "sub_norm")):
             if hasattr(mlp, attr) and (isinstance(mlp, MLPSpec) or name not in fields):
                 top[name] = getattr(mlp, attr)
         return cls(**{**fields, **top})
@@ -172,7 +181,7 @@ class ModelSpec:
     @property
     def uniform_layer(self) -> LayerSpec:
         """The block the top-level fields describe (layer 0)."""
-        return LayerSpec(self.attention, MLPSpec(self.d_ff, self.mlp, self.mlp_bias))
+        return LayerSpec(self.attention, MLPSpec(self.d_ff, self.mlp, self.mlp_bias, self.mlp_sub_norm))
 
     @property
     def layer_specs(self) -> tuple[LayerSpec, ...]:
@@ -185,7 +194,7 @@ class ModelSpec:
 
     @property
     def gated(self) -> bool:
-        return self.mlp in ("swiglu", "geglu")
+        return self.mlp in ("swiglu", "geglu", "relu2glu")
 
     def with_eps(self, scale: float) -> ModelSpec:
         """Every norm's eps (the model's and the attention layer's q/k norms) multiplied by `scale`;
@@ -211,21 +220,22 @@ class ModelSpec:
         if self.token_types:
             shapes.append(("token_type", (self.token_types, d)))
 
-        def norm(name):
-            shapes.append((f"{name}.gain", (d,)))
-            if self.norm_bias:
+        def norm(name, present=True):
+            if present and self.norm_gain:
+                shapes.append((f"{name}.gain", (d,)))
+            if present and self.norm_bias:
                 shapes.append((f"{name}.bias", (d,)))
 
         if self.embedding_norm:
             norm("embed_norm")
         for i, layer in enumerate(self.layer_specs):
             prefix = f"layers.{i}"
-            norm(f"{prefix}.norm_1")
+            norm(f"{prefix}.norm_1", self.input_norms)
             shapes.append((f"{prefix}.attn", (layer.attention.n_params,)))
             if self.output_norms:
                 norm(f"{prefix}.out_norm_1")
             if not self.shared_norm:
-                norm(f"{prefix}.norm_2")
+                norm(f"{prefix}.norm_2", self.input_norms)
             shapes += [(f"{prefix}.mlp.{name}", shape) for name, shape in layer.mlp.shapes(d)]
             if self.output_norms:
                 norm(f"{prefix}.out_norm_2")
@@ -249,9 +259,9 @@ class ModelSpec:
         """Every norm of the model, in layout order."""
         names = ["embed_norm"] if self.embedding_norm else []
         for layer in range(self.n_layers):
-            names.append(f"layers.{layer}.norm_1")
+            names += [f"layers.{layer}.norm_1"] if self.input_norms else []
             names += [f"layers.{layer}.out_norm_1"] if self.output_norms else []
-            if not self.shared_norm:
+            if not self.shared_norm and self.input_norms:
                 names.append(f"layers.{layer}.norm_2")
             names += [f"layers.{layer}.out_norm_2"] if self.output_norms else []
         if self.final_norm:
@@ -264,7 +274,7 @@ class ModelSpec:
         first_mlp = self.layer_specs[0].mlp  # an MLP of another kind (mixture of experts) by its own label
         ff = f"ff{self.d_ff}{self.mlp}" if isinstance(first_mlp, MLPSpec) else first_mlp.label
         parts = [f"V{self.vocab_size}", f"L{self.n_layers}", a.label, ff]
-        parts += ["mb" if self.mlp_bias else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
+        parts += ["mb" if self.mlp_bias else "", "sn" if self.mlp_sub_norm else "", self.norm + ("" if self.norm_bias or self.norm == "rmsnorm" else "nb")]
         parts += [
             self.norm_position,
             "par" + ("1" if self.shared_norm else "2") if self.parallel else "",
@@ -278,6 +288,8 @@ class ModelSpec:
         parts += [
             "embnorm" if self.embedding_norm else "",
             "outnorm" if self.output_norms else "",
+            "" if self.input_norms else "noin",
+            "" if self.norm_gain else "nogain",
             "hb" if self.lm_head_bias else "",
             f"eps{self.norm_eps:g}",
         ]

@@ -6,14 +6,20 @@ still read. What the code of a model class fixes rather than its config is writt
 of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
 block and the other ModelSpec fields), each fact with where it comes from:
 
-    llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2, Phi-3, GPT-OSS
-    deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks)
+    llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
+               relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
+               Ministral 1/3, InternLM-3, IQuestCoder, HunYuan-Dense, GLM 1/4, CWM, VaultGemma, Granite,
+               Granite-SWA, HyperCLOVAX, NanoChat, BitNet)
+    layernorm  StarCoder2, StableLM, Persimmon, Nemotron, Jais-2, OLMo (LayerNorm blocks)
+    cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias)
+    deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks), Youtu, MiniCPM3 (dense)
     experts    the mixtures of experts of those
     gpt2       GPT-2
     opt        OPT
     parallel   GPT-J, GPT-NeoX, Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM)
+    modernbert ModernBERT's decoder (per layer)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

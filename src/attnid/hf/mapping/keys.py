@@ -94,9 +94,20 @@ def refuse_if(cfg: dict, key: str, bad, why: str) -> None:
         raise SpecError(key, f"{cfg[key]!r}: {why}")
 
 
-def rope(cfg: dict) -> float:
-    """rope_theta, from the new `rope_parameters` or the old top-level keys; an unmodelled rope_type is refused."""
-    params, scaling = read_section(cfg, "rope_parameters"), read_section(cfg, "rope_scaling")
+def _rope_section(cfg: dict, layer_type: str | None) -> dict:
+    """`rope_parameters`, or its entry for `layer_type` where it holds one object per layer type (Gemma-3,
+    OLMo-3: {"full_attention": {...}, "sliding_attention": {...}}; without a layer type, the full layers')."""
+    params = read_section(cfg, "rope_parameters")
+    nested = {k: v for k, v in params.items() if k in ("full_attention", "sliding_attention")}
+    if not nested:
+        return params
+    return read_section(params, layer_type if layer_type in nested else "full_attention")
+
+
+def rope(cfg: dict, layer_type: str | None = None) -> float:
+    """rope_theta (of the layers of `layer_type`), from the new `rope_parameters` or the old top-level keys; an
+    unmodelled rope_type is refused."""
+    params, scaling = _rope_section(cfg, layer_type), read_section(cfg, "rope_scaling")
     if "rope_theta" in params:
         theta = read_float(params, "rope_theta", positive=True)
     else:
@@ -107,10 +118,12 @@ def rope(cfg: dict) -> float:
     return theta
 
 
-def partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float = 1.0) -> float:
+def partial_factor(
+    cfg: dict, key: str = "partial_rotary_factor", default: float = 1.0, layer_type: str | None = None
+) -> float:
     """The rotated share of a head, from the key the model class reads (GPT-NeoX ignores a top-level
     `partial_rotary_factor` and reads `rotary_pct`, default 0.25; Phi defaults to 0.5)."""
-    params = read_section(cfg, "rope_parameters")
+    params = _rope_section(cfg, layer_type)
     if params.get("partial_rotary_factor") is not None:
         factor = read_float(params, "partial_rotary_factor")
     else:
@@ -118,6 +131,16 @@ def partial_factor(cfg: dict, key: str = "partial_rotary_factor", default: float
     if not 0 <= factor <= 1:
         raise SpecError(key, f"must lie in [0, 1], got {factor!r}")
     return factor
+
+
+def aliased(cfg: dict, aliases: dict) -> dict:
+    """The config with each alias key (a config class's `attribute_map`: EXAONE's num_layers) read as the key it
+    stands for, where that key is absent."""
+    out = dict(cfg)
+    for alias, key in aliases.items():
+        if out.get(key) is None and out.get(alias) is not None:
+            out[key] = out[alias]
+    return out
 
 
 def head_sizes(cfg: dict, head_dim_default: int | None = None) -> tuple[int, int, int, int]:
@@ -150,15 +173,18 @@ def layer_types(cfg: dict, n_layers: int) -> list[str]:
 
 # activation name in a config -> the MLP kind of attnid.model.blocks (ungated)
 UNGATED = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu"}
+UNGATED |= {"relu2": "relu2", "silu": "silu", "swish": "silu"}
 
 
 def mlp_kind(activation: str, gated: bool, key: str = "hidden_act") -> str:
-    """The MLP kind (relu | gelu | swiglu | geglu) of an activation name, gated or not."""
+    """The MLP kind (relu | gelu | relu2 | silu | swiglu | geglu | relu2glu) of an activation name, gated or not."""
     if gated:
         if activation in ("silu", "swish"):
             return "swiglu"
         if activation.startswith("gelu"):
             return "geglu"
+        if activation == "relu2":
+            return "relu2glu"
     elif activation in UNGATED:
         return UNGATED[activation]
     raise SpecError(key, f"MLP activation {activation!r} ({'gated' if gated else 'ungated'}) is not modelled")

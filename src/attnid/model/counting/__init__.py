@@ -15,6 +15,7 @@ because they act on different coordinates. Each source is one function, its prop
     constant_offsets                constant_offsets (no final norm)                   .residual
     parallel_constants              parallel_constants                                 .residual
     mlp_hidden, moe_hidden_units    hidden_scalings                                    .mlp
+    mlp_norm_scale                  sub_norm_scales (BitNet's norm on the hidden units) .mlp
     moe_router                      router_shifts                                      .mlp
     embeddings                      position_shift (pre-LN; post-LN in post_ln_terms)  .embeddings
     embedding_norm                  embedding_norm_terms                               .embeddings
@@ -41,7 +42,7 @@ from ...counting import Counts, count
 from ..spec import ModelSpec
 from .embeddings import embedding_norm_terms, head_and_type_terms, position_shift, unread_positions
 from .limits import check_countable
-from .mlp import mlp_terms
+from .mlp import mlp_terms, sub_norm_scales
 from .norms import block_readers, centring_readers, centring_writers, final_norm_readers, norm_gains
 from .post_ln import post_ln_terms
 from .raw_head import absorbs_constants, raw_head_bias
@@ -83,6 +84,10 @@ def _pre_ln_terms(spec: ModelSpec) -> tuple[dict, int, int]:
     b["centring_writers"] = centring_writers(spec)
     b["residual_rotations"], scales = residual_gauge(spec, stream)
     b.update(mlp_terms(spec, stream.d_c))
+    if spec.norm_eps > 0:
+        weak += sub_norm_scales(spec)
+    else:
+        b["mlp_norm_scale"] = sub_norm_scales(spec)
     b["latent_token_points"], weak_lost = latent_token_points(spec)
     b["qk_norm_token_points"], qk_weak = qk_norm_token_points(spec)
     weak += qk_weak - weak_lost

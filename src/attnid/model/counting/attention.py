@@ -21,7 +21,7 @@ def attention_fibre(
     Proposition (effective attention). After a norm the layer reads x = n diag(g) + beta, an affine image
     of a d_c-dim set, so its count is `attnid.counting.count` at width d_in = d_c (d raw) on the reading
     side, with a bias on Q, K, V whenever the norm has a beta or the map has a bias (the offset beta W is a
-    bias); on the writing side the value-output products W_V W_O^h land in d_out dims (d - 1 when every
+    bias); on the writing side (unless a norm on the heads' output, BitNet's, keeps the layer's own count there) the value-output products W_V W_O^h land in d_out dims (d - 1 when every
     reader of the stream is a LayerNorm), and the value bias is seen through the constant it adds, of which
     the model can see d_const dims (default d_out). An output bias counts as present whenever something
     else adds a constant at the same point (a parallel block's MLP down bias).
@@ -30,6 +30,8 @@ def attention_fibre(
     inner = count(dataclasses.replace(spec, d_model=d_in, biases=biases, seq_len=None))
     G, r, v = spec.n_kv_heads, spec.group_size, spec.d_head_v
     breakdown = dict(inner.breakdown)
+    if spec.sub_norm:  # O(v) per group and the gains: the layer's own count (attnid.counting_variants)
+        return sum(breakdown.values()), inner.weakly_identified
     breakdown["value_output"] = G * _fibre_of_product(d_in, r * d_out, v)
     if "v" not in biases:
         breakdown["value_bias"] = 0

@@ -50,10 +50,16 @@ def embedding_norm_terms(spec) -> tuple[dict, int, int]:
       model beta_e's ones component ([beta], exact) and a second scale (the stream's c on g_e, beta_e and the
       head's s on E / s, g_f s, beta_f s: weak with eps > 0). It holds while the head leaves the points
       enough constraints, V (d-1) >= eff + rot, and V > d (else refused: measured at V = d = 8, 7 more).
+    * Without a gain (NanoChat's RMSNorm): the blocks see E_t only through its direction, so every row's
+      scale is free when the head is untied (V, weak for eps > 0), seen by a tied head; the stream's gauge
+      is in `residual_gauge` (rotations kept, no scale).
     """
     if not (spec.embedding_norm and spec.norm_position == "pre"):
         return {}, 0, 0
     d, V, beta = spec.d_model, spec.vocab_size, int(spec.norm_bias)
+    if not spec.norm_gain:
+        row_scales = 0 if spec.tied else V
+        return ({}, 0, row_scales) if spec.norm_eps > 0 else ({"embedding_norm": row_scales}, 0, 0)
     rot = (d - 1) * (d - 2) // 2
     if spec.tied:
         if V <= d or V * (d - 1) < _tied_point_parameters(spec) + rot:  # measured: V = d = 8 leaves 7 more

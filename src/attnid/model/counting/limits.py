@@ -11,12 +11,16 @@ wrong number. The ranges:
   RMSNorm +16, RoPE +7, tied +1; tied with learned positions +1; V = 6 without positions +55
   (LayerNorm) and +64 (RMSNorm); d_model 6, V = 6: +5; V = d + 1 and d + 2 agree in every one).
 * token types without learned positions, a masked-LM head outside a post-LN model, an embedding norm
-  before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential);
+  before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential) or
+  NanoChat's (RMSNorm without a gain);
 * latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
   fewer tokens than its rank;
 * mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
   block would meet the router's shift and the routed constants in ways not derived);
-* sublayer output norms other than RMSNorm or behind biased maps; a post-LN model with a final norm;
+* sublayer output norms other than RMSNorm; a post-LN model with a final norm;
+* norms without a gain outside sequential pre-LN blocks, with output norms, or tied behind a LayerNorm;
+  blocks without input norms other than OLMo-2's (RMSNorm output norms with gains); a norm on the MLP's
+  hidden units (BitNet) outside sequential pre-LN blocks;
 * whatever a description records in `ModelSpec.not_modelled` (a config feature the mapping could not
   describe exactly: the key and why).
 """
@@ -34,10 +38,9 @@ def check_countable(spec) -> None:
     _check_embedding_side(spec)
     _check_latent(spec)
     _check_experts(spec)
+    _check_norm_kinds(spec)
     if spec.output_norms and spec.norm != "rmsnorm":
         raise SpecError("output_norms", "sublayer output norms are modelled for sequential pre-LN RMSNorm blocks only")
-    if spec.output_norms and any(getattr(x.mlp, "bias", False) or x.attention.biases for x in spec.layer_specs):
-        raise SpecError("output_norms", "sublayer output norms behind biased maps are not modelled")
     if spec.norm_position == "post" and spec.final_norm:
         raise SpecError("final_norm", "a post-LN model ends with its last block's norm; set final_norm false")
     if spec.vocab_size <= spec.d_model:
@@ -55,13 +58,34 @@ def _check_embedding_side(spec) -> None:
         raise SpecError("mlm_head", "the masked-LM head is modelled on post-LN models only (BERT)")
     if spec.embedding_norm and spec.norm_position == "pre":
         for field, bad, why in (
-            ("norm", spec.norm != "layernorm", "is modelled with LayerNorm only"),
+            ("norm", spec.norm != ("layernorm" if spec.norm_gain else "rmsnorm"), "is modelled with LayerNorm"
+             " (BLOOM) or RMSNorm without a gain (NanoChat) only"),
             ("final_norm", not spec.final_norm, "is modelled with a final norm only"),
             ("positions", spec.positions == "learned", "is modelled without learned positions (BLOOM: ALiBi)"),
             ("parallel", spec.parallel, "is modelled with sequential blocks only"),
         ):
             if bad:
                 raise SpecError(field, f"an embedding norm before pre-LN blocks {why}")
+
+
+def _check_norm_kinds(spec) -> None:
+    """Norms without a gain in sequential pre-LN blocks (OLMo, NanoChat), tied only with RMSNorm; blocks without
+    input norms (OLMo-2) with RMSNorm output norms that have a gain."""
+    if not spec.norm_gain:
+        for field, bad, why in (
+            ("norm_position", spec.norm_position != "pre", "in pre-LN blocks only"),
+            ("parallel", spec.parallel, "in sequential blocks only"),
+            ("output_norms", spec.output_norms, "without sublayer output norms only"),
+            ("tied", spec.tied and spec.norm == "layernorm", "with a tied head behind RMSNorm only"),
+        ):
+            if bad:
+                raise SpecError(field, f"norms without a gain are modelled {why}")
+    if any(getattr(x.mlp, "sub_norm", False) for x in spec.layer_specs) and (
+        spec.parallel or spec.norm_position != "pre"
+    ):
+        raise SpecError("mlp_sub_norm", "a norm on the MLP's hidden units is modelled in sequential pre-LN blocks only")
+    if not spec.input_norms and (spec.norm != "rmsnorm" or not spec.norm_gain):
+        raise SpecError("input_norms", "blocks without input norms are modelled with RMSNorm output norms only")
 
 
 def _check_latent(spec) -> None:

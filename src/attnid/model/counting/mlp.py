@@ -8,8 +8,14 @@ from ..blocks import MLPSpec, MoESpec
 def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
     """Dimension of the block's hidden-unit rescalings.
 
-    Proposition (hidden units). A ReLU unit admits relu(c x) / c and a gated unit (SwiGLU, GeGLU) its up
-    column times c with its down row times 1/c, for any c > 0: d_ff per dense block (GELU: none).
+    Proposition (hidden units). A ReLU unit admits relu(c x) / c, a squared-ReLU unit relu(c x)^2 / c^2 (its
+    up column times c, its down row times 1/c^2: homogeneous of degree 2) and a gated unit (SwiGLU, GeGLU) its
+    up column times c with its down row times 1/c, for any c > 0: d_ff per dense block (GELU, SiLU: none); a
+    gated squared-ReLU unit both its gate column (times a, the product times a^2) and its up column: 2 d_ff.
+    Proposition (a norm on the hidden units, BitNet). y = n(h) diag(g) W_down with n the RMSNorm: the gains
+    against the down rows (d_ff), and of the units' scalings only those that keep h: a gated squared-ReLU
+    unit's gate times a with its up times 1/a^2 (d_ff); one common scale of h (the up map's, where h is
+    linear or homogeneous in it) is seen only through eps: `sub_norm_scales`.
     Every expert's gated units keep that scaling: E m; GPT-OSS's (up + 1) needs the up bias to absorb it
     (c (u + b + 1) = c u + (c b + c - 1) + 1): E m with expert biases, 0 without; shared experts are one
     dense SwiGLU of width n_shared m. The clamp of GPT-OSS's experts moves the scaling where up reaches
@@ -18,7 +24,16 @@ def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
     if isinstance(mlp, MoESpec):
         routed = mlp.d_expert if mlp.activation == "swiglu" or mlp.expert_bias else 0
         return mlp.n_experts * routed + mlp.d_shared
-    return mlp.d_ff if mlp.kind in ("relu", "swiglu", "geglu") else 0
+    if mlp.sub_norm:
+        return mlp.d_ff * (1 + (mlp.kind == "relu2glu"))
+    return mlp.d_ff * {"relu": 1, "relu2": 1, "swiglu": 1, "geglu": 1, "relu2glu": 2}.get(mlp.kind, 0)
+
+
+def sub_norm_scales(spec) -> int:
+    """One scale per dense MLP with a norm on its hidden units whose h scales with its up map (gated, or
+    ReLU / squared ReLU): unidentified for eps = 0, else weakly identified (`hidden_scalings`)."""
+    mlps = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MLPSpec) and x.mlp.sub_norm]
+    return sum(m.gated or m.kind in ("relu", "relu2") for m in mlps)
 
 
 def router_shifts(moe: MoESpec, d_in: int) -> int:

@@ -28,10 +28,14 @@ def norm_gains(spec) -> dict[str, int]:
     Proposition (norm gain). diag(g) W = diag(g s) diag(s)^-1 W: d per norm whose readers are linear maps
     (a block norm, or a final norm read by an untied unembedding); its beta is absorbed by those maps'
     biases or by the centring directions: d more per norm with a bias. A final norm read by a tied head
-    (U = E^T) is seen, except its beta when a head bias absorbs beta E^T.
+    (U = E^T) is seen, except its beta when a head bias absorbs beta E^T. Sublayer output norms write into the
+    stream: their gains are seen; blocks without input norms (OLMo-2) have no block norm read by linear maps.
+    Norms without a gain (OLMo, NanoChat) have nothing to count here.
     """
     d, beta = spec.d_model, spec.norm_bias
-    block_norms = spec.n_layers * (1 if spec.shared_norm else 2)
+    if not spec.norm_gain:
+        return {"norm_gain": 0, "norm_bias": 0}
+    block_norms = spec.n_layers * (1 if spec.shared_norm else 2) * spec.input_norms
     head_norm = spec.final_norm and not spec.tied  # the final norm's only reader is a free linear map
     tied_head_bias = spec.final_norm and spec.tied and spec.lm_head_bias
     return {

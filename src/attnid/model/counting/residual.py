@@ -81,13 +81,22 @@ def residual_gauge(spec, stream: Stream) -> tuple[int, int]:
     the scale with a final norm, the rotations without one.
     Proposition (sublayer output norms, Gemma-2/3). A norm on each sublayer's output makes the scale of
     W_O and of W_down invisible (2 per block, weak for eps > 0); their gains write into the stream, and
-    diag(g) R is diagonal only for R = I: no rotation survives.
+    diag(g) R is diagonal only for R = I: no rotation survives. Without input norms (OLMo-2) the sublayers'
+    maps read the raw stream and take (c R)^-1 as any reader does: the same gauge.
+    Proposition (norms without a gain). A tied head reads Norm_f(h) E^T: h -> h R with E -> E R keeps it
+    (Norm_f(h R) R^T E^T), every rotation survives and no scale does (nothing takes c back from c E). A norm
+    on the embeddings (NanoChat) fixes the stream's start Norm(E_t): its scale is seen, no c survives.
     """
     rotations = stream.d_c * (stream.d_c - 1) // 2
     if spec.tied:
-        rotations, scales = (0, 1) if spec.final_norm else (rotations, 0)
+        if not spec.final_norm:
+            rotations, scales = rotations, 0
+        else:
+            rotations, scales = (0, 1) if spec.norm_gain else (rotations, 0)
     else:
         rotations, scales = rotations + (0 if spec.final_norm or spec.norm != "layernorm" else spec.d_model), 1
+    if spec.embedding_norm and not spec.norm_gain:
+        scales = 0
     if spec.output_norms:
         rotations, scales = 0, scales + 2 * spec.n_layers
     return rotations, scales

@@ -48,15 +48,48 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
     Each such direction is free iff its table part lies in the reachable tangent, so the model gains
     max(0, reach + k - V d_out): 0 while the table is data-limited (Falcon-7B), the MLP's surplus plus k once
     it is free (Falcon-40B). Measured on both sides of the crossover (d 4-10, V 12-45, d_ff 4-32, LayerNorm
-    and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). Without a final norm the
-    unembedding reads the raw stream, whose gauge differs: a reachable table is refused there.
+    and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). With eps > 0 the split into
+    exact and weakly identified directions is measured while V < d_c (d_c + 1) / 2 (+ [c] d_c untied), where
+    the quadric conditions take up the scales (V 12, 20 agree at eps 1e-5); beyond it (V 32 at d 8: tied 1,
+    untied 4 of the counted directions are only weakly identified) the free table with eps > 0 is refused.
+    Without a final norm the unembedding reads the raw stream, whose gauge differs: a reachable table is
+    refused there.
     """
+    excess = table_excess(spec, d_c, d_out, d_const)
+    V = spec.vocab_size
+    if excess and not spec.final_norm:
+        raise SpecError(
+            "final_norm",
+            f"layer 0's parallel MLP reaches its whole V x {d_out} output table (V={V}) and the unembedding reads "
+            "the raw stream: not modelled",
+        )
+    shifts = _reading_shifts(spec)
+    quadric = d_c * (d_c + 1) // 2 + (0 if spec.tied else d_c * shifts)
+    if excess and spec.norm_eps > 0 and V >= quadric:
+        raise SpecError(
+            "norm_eps",
+            f"layer 0's parallel MLP reaches its whole output table and V={V} >= {quadric} points fix the reading"
+            " gauge's quadric: which free directions eps > 0 leaves weakly identified is not derived (measured, d 8,"
+            " V 32, eps 1e-5: tied 1, untied 4 more than counted)",
+        )
+    return excess
+
+
+def _reading_shifts(spec) -> bool:
+    """Every reader of layer 0's token points absorbs a constant (a norm bias, or biases on q, k and v)."""
+    a = spec.layer_specs[0].attention
+    return spec.norm_bias or all(a.has_bias(x) for x in "qkv")
+
+
+def table_excess(spec, d_c: int, d_out: int, d_const: int) -> int:
+    """max(0, reach + k + shift - V d_out) of :func:`first_mlp_table`, without its refusals (0 unless a pre-LN
+    parallel block without learned positions)."""
     if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
         return 0
     first = spec.layer_specs[0]
     a, V = first.attention, spec.vocab_size
     reach = effective_params(first.mlp, d_c, d_out, spec.norm_bias) + (0 if spec.tied else V)
-    shifts = spec.norm_bias or all(a.has_bias(x) for x in "qkv")  # every reader of the points absorbs a constant
+    shifts = _reading_shifts(spec)
     if first.mlp.bias:
         shift = 0  # the MLP's own constant already trades with b_O and the value bias
     elif a.has_bias("o"):
@@ -65,19 +98,12 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
         shift = min(a.n_kv_heads * a.d_head_v, d_const)
     else:
         shift = 0
-    excess = max(0, reach + _reading_gauge(spec, d_c, shifts) + shift - V * d_out)
-    if excess and not spec.final_norm:
-        raise SpecError(
-            "final_norm",
-            f"layer 0's parallel MLP reaches its whole V x {d_out} output table (V={V}) and the unembedding reads "
-            "the raw stream: not modelled",
-        )
-    return excess
+    return max(0, reach + _reading_gauge(spec, d_c, shifts) + shift - V * d_out)
 
 
 def _normed_projections(a, beta: bool) -> list[tuple[int, int, bool]]:
     """(how many, width w, has a bias) of the normed query and key projections of attention spec a."""
-    k = a.d_head_qk - (a.qk_norm == "layernorm_head")
+    k = a.d_head_qk - (a.qk_norm in ("layernorm_head", "layernorm_heads"))  # a centred head spans k - 1 dims
     q_bias, k_bias = a.has_bias("q") or beta, a.has_bias("k") or beta
     if a.qk_norm == "rms_all":
         return [(1, a.n_heads * k, q_bias), (1, a.n_kv_heads * k, k_bias)]
