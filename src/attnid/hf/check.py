@@ -119,13 +119,17 @@ def tiny_config(cfg: dict) -> dict:
             tiny[key] = 1
     if tiny.get("first_k_dense_replace"):
         tiny["first_k_dense_replace"] = 1
-    if tiny.get("sliding_window"):
-        tiny["sliding_window"] = WINDOW
+    for key in ("sliding_window", "window_size"):  # window_size: GPT-Neo's local layers
+        if tiny.get(key):
+            tiny[key] = WINDOW
     n_layers = spec.n_layers
     kept = _layers_kept(cfg, n_layers, spec)
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
         if isinstance(value, list) and len(value) == n_layers:
             tiny[key] = [value[i] for i in kept]
+    if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
+        kinds = ["local" if spec.layer_specs[i].attention.sliding_window else "global" for i in kept]
+        tiny["attention_types"] = [[[kind], 1] for kind in kinds]
     if "sliding_window_pattern" in tiny and tiny["sliding_window_pattern"]:
         tiny["sliding_window_pattern"] = 2
     if tiny.get("max_window_layers") is not None:
@@ -239,13 +243,26 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
 
     def f(th, hidden):
         params = layout.unflatten(th)
-        call_args = (hidden, *args[1:]) if args else ()
+        # every positional copy of the hidden states (CTRL's MultiHeadAttention takes them as v, k and q)
+        call_args = tuple(hidden if a is args[0] else a for a in args) if args else ()
         call_kwargs = {**kwargs, "hidden_states": hidden} if "hidden_states" in kwargs else kwargs
         with KeepFloat64():
             out = torch.func.functional_call(module, params, call_args, call_kwargs)
-        return out[0] if isinstance(out, tuple) else out
+        return _attention_output(out, spec.d_model)
 
     return f, theta, x, layout.size
+
+
+def _attention_output(out, d: int):
+    """The attention output (B, T, d) of what a module returns: a tensor, or a tuple / list whose first entry is
+    it (GPT-1's Attention returns a list); GPT-NeoX-Japanese returns (output, weights, dense bias) for the
+    layer to add, so a returned bias of shape (d,) is added here."""
+    if not isinstance(out, (tuple, list)):
+        return out
+    bias = out[2] if len(out) == 3 else None
+    if isinstance(bias, torch.Tensor) and bias.shape == (d,):
+        return out[0] + bias
+    return out[0]
 
 
 def real_vocab(model) -> int:
