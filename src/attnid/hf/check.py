@@ -57,10 +57,10 @@ FIXED = (
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
 )
-HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-POSITION_KEYS = ("max_position_embeddings", "n_positions")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
 
 
 def _class_defaults(mt: str) -> dict:
