@@ -130,6 +130,17 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
     return y
 
 
+def sinusoidal_table(n: int, d: int, dtype=torch.float64) -> torch.Tensor:
+    """S (n, d) of `positions == "sinusoidal"`: row t = [sin(t w_j), cos(t w_j)], w_j = 10000^(-j / (d/2 - 1)),
+    j < d/2 (fairseq's and XGLM's table; an odd d ends with a zero column). The count needs only the rank of the
+    rows in use, so other fixed tables (XGLM's read from row 2, CTRL's exponents 2j / d) count alike."""
+    half = d // 2
+    freq = torch.exp(torch.arange(half, dtype=dtype) * -(math.log(10000.0) / max(half - 1, 1)))  # (d/2,)
+    angle = torch.arange(n, dtype=dtype)[:, None] * freq[None]  # (n, d/2)
+    table = torch.cat([angle.sin(), angle.cos()], dim=1)
+    return torch.cat([table, torch.zeros(n, d % 2, dtype=dtype)], dim=1)
+
+
 def add_token_type(h, w: dict):
     """h (B, T, d) + the token-type row 0 (every token_type_id is 0)."""
     return h + w["token_type"][0] if "token_type" in w else h
@@ -157,6 +168,8 @@ def logits(
     h = w["embed"][tokens] * spec.embed_scale  # (B, T, d)
     if "pos" in w:
         h = h + w["pos"][:T]
+    elif spec.positions == "sinusoidal":
+        h = h + sinusoidal_table(T, spec.d_model, h.dtype)
     h = add_token_type(h, w)  # token_type_ids all 0
     if spec.embedding_norm:
         h = norm(h, w, "embed_norm", spec)

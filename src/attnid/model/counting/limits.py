@@ -16,6 +16,8 @@ wrong number. The ranges:
   fewer tokens than its rank;
 * mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
   block would meet the router's shift and the routed constants in ways not derived);
+* fixed sinusoidal positions outside pre-LN blocks with a final norm, or with an embedding norm or latent
+  attention;
 * sublayer output norms other than RMSNorm or behind biased maps; a post-LN model with a final norm;
 * whatever a description records in `ModelSpec.not_modelled` (a config feature the mapping could not
   describe exactly: the key and why).
@@ -32,6 +34,7 @@ def check_countable(spec) -> None:
     for field, why in spec.not_modelled:
         raise SpecError(field, why)
     _check_embedding_side(spec)
+    _check_sinusoidal(spec)
     _check_latent(spec)
     _check_experts(spec)
     if spec.output_norms and spec.norm != "rmsnorm":
@@ -62,6 +65,19 @@ def _check_embedding_side(spec) -> None:
         ):
             if bad:
                 raise SpecError(field, f"an embedding norm before pre-LN blocks {why}")
+
+
+def _check_sinusoidal(spec) -> None:
+    if spec.positions != "sinusoidal":
+        return
+    for field, bad, why in (
+        ("norm_position", spec.norm_position != "pre", "are modelled in pre-LN blocks only"),
+        ("final_norm", not spec.final_norm, "are modelled with a final norm only"),
+        ("embedding_norm", spec.embedding_norm, "are modelled without an embedding norm"),
+        ("kv_lora_rank", any(x.attention.kv_lora_rank for x in spec.layer_specs), "are modelled without latent attention"),
+    ):
+        if bad:
+            raise SpecError(field, f"fixed sinusoidal positions {why}")
 
 
 def _check_latent(spec) -> None:

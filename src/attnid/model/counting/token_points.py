@@ -10,8 +10,8 @@ they do (d_c = d - 1 after a LayerNorm, d after an RMSNorm; V = vocab):
   (:func:`qk_norm_token_points`);
 * the latents of multi-head latent attention (:func:`latent_token_points`).
 
-Later blocks read mixtures over the context: generic inputs. Learned positions make V T distinct inputs:
-nothing is added.
+Later blocks read mixtures over the context: generic inputs. Learned or sinusoidal positions make V T distinct
+inputs: nothing is added.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def first_mlp_table(spec, d_c: int, d_out: int, d_const: int) -> int:
     and RMSNorm, shared and separate norms, biases, GQA, RoPE, tied and untied). Without a final norm the
     unembedding reads the raw stream, whose gauge differs: a reachable table is refused there.
     """
-    if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
+    if not spec.parallel or spec.adds_positions or spec.norm_position != "pre":
         return 0
     first = spec.layer_specs[0]
     a, V = first.attention, spec.vocab_size
@@ -101,7 +101,7 @@ def qk_norm_token_points(spec) -> tuple[int, int]:
     rms_all: those few-token ranges are refused. A real model (V >> d) has none.
     """
     a = spec.layer_specs[0].attention
-    if a.qk_norm == "none" or a.kv_lora_rank or spec.positions == "learned":
+    if a.qk_norm == "none" or a.kv_lora_rank or spec.adds_positions:
         return 0, 0
     V, d, ln = spec.vocab_size, spec.d_model, spec.norm == "layernorm"
     beta = ln and spec.norm_bias
