@@ -47,7 +47,7 @@ WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
 FIXED = (
     (("hidden_size", "n_embd", "d_model"), WIDTH),
     (("vocab_size",), VOCAB),
-    (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim"), MLP_WIDTH),
+    (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 4),
     (("num_local_experts", "num_experts", "n_routed_experts"), 4),
     (("num_experts_per_tok", "experts_per_token", "moe_topk"), 2),
@@ -57,7 +57,7 @@ FIXED = (
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
 )
-HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
