@@ -93,6 +93,8 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         z = z + w[p + "router_bias"]
     score = {"softmax": lambda: z.softmax(-1), "topk_softmax": lambda: z, "sigmoid": lambda: z.sigmoid()}[moe.scoring]()
     choice = score.detach()  # the selection is piecewise constant: no gradient flows through it
+    if moe.selection_bias:  # moves the selection only (Ernie-4.5's e_score_correction_bias)
+        choice = choice + w[p + "selection_bias"].detach()
     if moe.n_group > 1:  # keep the topk_group best groups (a group's score: its best, or best two for sigmoid)
         groups = choice.unflatten(-1, (moe.n_group, E // moe.n_group))  # (..., n_group, E / n_group)
         group_score = groups.topk(2, -1).values.sum(-1) if moe.scoring == "sigmoid" else groups.amax(-1)
@@ -105,8 +107,8 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         weight = (z.masked_fill(mask == 0, -math.inf)).softmax(-1)  # softmax over the chosen logits
     else:
         weight = score * mask
-        if moe.norm_topk_prob:
-            weight = weight / weight.sum(-1, keepdim=True)
+        if moe.norm_topk_prob:  # by the sum, or the p-norm (DBRX)
+            weight = weight / weight.norm(p=moe.topk_norm, dim=-1, keepdim=True)
     weight = weight * moe.routed_scaling_factor  # (..., E)
     if _loads() is not None:
         _loads().append(mask.detach().reshape(-1, E).sum(0))
@@ -126,7 +128,10 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         out = out + w[p + "down_bias"]
     y = torch.einsum("...e,...ed->...d", weight, out)
     if moe.n_shared:
-        y = y + (F.silu(x @ w[p + "shared_gate"]) * (x @ w[p + "shared_up"])) @ w[p + "shared_down"]
+        shared = (F.silu(x @ w[p + "shared_gate"]) * (x @ w[p + "shared_up"])) @ w[p + "shared_down"]  # (..., d)
+        if moe.shared_expert_gate:  # Qwen2-MoE: scaled by sigmoid(x w_s)
+            shared = shared * torch.sigmoid(x @ w[p + "shared_expert_gate"])[..., None]
+        y = y + shared
     return y
 
 

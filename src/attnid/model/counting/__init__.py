@@ -16,6 +16,7 @@ because they act on different coordinates. Each source is one function, its prop
     parallel_constants              parallel_constants                                 .residual
     mlp_hidden, moe_hidden_units    hidden_scalings                                    .mlp
     moe_router                      router_shifts                                      .mlp
+    moe_selection_bias              selection_bias                                     .mlp
     embeddings                      position_shift (pre-LN; post-LN in post_ln_terms)  .embeddings
     embedding_norm                  embedding_norm_terms                               .embeddings
     token_types, tied_shift, mlm_head  head_and_type_terms                             .embeddings

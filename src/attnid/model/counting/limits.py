@@ -14,8 +14,8 @@ wrong number. The ranges:
   before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential);
 * latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
   fewer tokens than its rank;
-* mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
-  block would meet the router's shift and the routed constants in ways not derived);
+* mixtures of experts outside pre-LN sequential blocks, or with expert biases behind a LayerNorm (a parallel
+  block, or a LayerNorm's centring, would meet the routed constants in ways not derived);
 * fixed sinusoidal positions outside pre-LN blocks with a final norm, or with an embedding norm or latent
   attention;
 * sublayer output norms other than RMSNorm or behind biased maps; a post-LN model with a final norm;
@@ -101,9 +101,10 @@ def _check_latent(spec) -> None:
 
 
 def _check_experts(spec) -> None:
-    if not any(isinstance(x.mlp, MoESpec) for x in spec.layer_specs):
+    experts = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+    if not experts:
         return
-    if spec.norm != "rmsnorm":
-        raise SpecError("moe", f"mixture-of-experts blocks are modelled with RMSNorm only, not {spec.norm}")
     if spec.norm_position != "pre" or spec.parallel:
         raise SpecError("moe", "mixture-of-experts blocks are modelled in pre-LN sequential blocks only")
+    if spec.norm == "layernorm" and any(m.expert_bias for m in experts):
+        raise SpecError("moe", "experts with biases behind a LayerNorm are not modelled (their routed constants)")
