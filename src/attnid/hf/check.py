@@ -49,8 +49,8 @@ FIXED = (
     (("vocab_size",), VOCAB),
     (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 4),
-    (("num_local_experts", "num_experts", "n_routed_experts"), 4),
-    (("num_experts_per_tok", "experts_per_token", "moe_topk"), 2),
+    (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 4),
+    (("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k", "moe_k"), 2),
     (("word_embed_proj_dim",), WIDTH),
     (("kv_lora_rank",), 4),
     (("qk_nope_head_dim",), 4),
@@ -58,7 +58,8 @@ FIXED = (
     (("v_head_dim",), 4),
 )
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
-KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
+SECTIONS = ("attn_config", "ffn_config")  # sub-configs holding some of those keys (MPT, DBRX)
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
 
@@ -95,14 +96,17 @@ def tiny_config(cfg: dict) -> dict:
     cfg["model_type"] = "gemma3_text" if mt == "gemma3_text" else cfg["model_type"]
     spec = model_spec(cfg)
     defaults = _class_defaults(cfg["model_type"])
-    tiny = dict(cfg)
+    tiny = copy.deepcopy(cfg)
     a = spec.attention
     gqa, mqa = 1 < a.n_kv_heads < a.n_heads, a.n_kv_heads == 1 < a.n_heads
     H = 4 if gqa else 2
-    for keys, value in FIXED:
-        _set(tiny, defaults, keys, value)
-    _set(tiny, defaults, HEAD_KEYS, H)
-    _set(tiny, defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
+    for section, section_defaults in [(tiny, defaults)] + [
+        (tiny[key], defaults.get(key) or {}) for key in SECTIONS if isinstance(tiny.get(key), dict)
+    ]:
+        for keys, value in FIXED:
+            _set(section, section_defaults, keys, value)
+        _set(section, section_defaults, HEAD_KEYS, H)
+        _set(section, section_defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
         tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 else 2)
     if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
