@@ -1,0 +1,164 @@
+"""Decoders of Llama's shape (q/k/v/o_proj, RoPE, pre-LN RMSNorm blocks, SwiGLU MLPs) whose MLPs are routed in
+some or all blocks; the routers and experts are read in `experts`. What each class fixes in code rather than its
+config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leaves out take the class defaults):
+
+    qwen2_moe      Qwen2MoeAttention: q/k/v biased by qkv_bias (default true), o_proj never; windows only with
+                   use_sliding_window, from max_window_layers (28) on; routed where i not in mlp_only_layers
+                   and (i + 1) % decoder_sparse_step == 0, else a dense SwiGLU of intermediate_size
+    olmoe          OlmoeAttention: attention_bias on all four; RMSNorm across all heads on q and on k (q_norm of
+                   hidden_size, k_norm of the key width) before RoPE; clip_qkv clamps q/k/v (the count assumes no
+                   entry reaches it); every block routed; eps default 1e-5
+    flex_olmo      Olmo2Attention (q/k norms across all heads) and OLMoE's experts, but OLMo-2's blocks:
+                   h + Norm(Attn(h)), h + Norm(MLP(h)) with no norm before the sublayers (FlexOlmoDecoderLayer):
+                   recorded as not modelled, its attention layers are exact
+    granitemoe     LlamaAttention (attention_bias on all four) scaled by attention_multiplier; the experts are
+    granitemoeshared  intermediate_size wide (MixtralExperts); embedding_multiplier, residual_multiplier and
+                   logits_scaling are constant factors (on E, on every sublayer's output, on the logits): the
+                   count is unchanged by them; every block routed
+    ernie4_5_moe   Ernie4_5_MoeAttention: use_bias on all four, interleaved RoPE on the whole head; routed where
+                   (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <= moe_layer_end_index,
+                   else a dense SwiGLU (biased by use_bias); eps default 1e-5, tied by default
+    glm4_moe       Glm4MoeAttention: q/k/v biased by attention_bias, o_proj never; per-head q/k RMSNorm before
+    sarvam_moe     RoPE with use_qk_norm; partial rotary (Glm4Moe's default 0.5, Sarvam's 1.0); the first
+                   first_k_dense_replace (1) blocks dense (sarvam_moe is built as Glm4MoeForCausalLM)
+    solar_open     SolarOpenAttention (Llama's, o_proj without bias); every block routed (Glm4MoeMoE)
+    dots1          Dots1Attention (Qwen3's: attention_bias on all four, per-head q/k RMSNorm); windows on
+                   layer_types, by default from max_window_layers (62) on; dense before first_k_dense_replace (0)
+    exaone_moe     Exaone4Attention: no biases, per-head q/k RMSNorm, RoPE only on the sliding layers when
+                   sliding_window is set (the full layers have none); routed per mlp_layer_types (dense before
+                   first_k_dense_replace, 1)
+    phimoe         LlamaAttention (attention_bias on all four), the window on every layer (MixtralModel's
+                   mask), LayerNorms with a bias of eps rms_norm_eps, an lm_head biased by lm_head_bias;
+                   experts intermediate_size wide; its sparsemixer router is recorded as not modelled
+"""
+
+from __future__ import annotations
+
+from ...errors import SpecError
+from ...model.blocks import LayerSpec, MLPSpec
+from ...spec import AttentionSpec
+from .experts import experts
+from .keys import head_sizes, layer_types, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
+
+# model type -> (rms_norm_eps, tie_word_embeddings, partial_rotary_factor) class defaults
+DEFAULTS = {
+    "qwen2_moe": (1e-6, False, 1.0), "olmoe": (1e-5, False, 1.0), "flex_olmo": (1e-6, False, 1.0),
+    "granitemoe": (1e-6, False, 1.0), "granitemoeshared": (1e-6, False, 1.0), "ernie4_5_moe": (1e-5, True, 1.0),
+    "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
+    "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
+}  # fmt: skip
+HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64}
+# the experts' width: moe_intermediate_size, else intermediate_size (MixtralExperts: OLMoE, FlexOlmo, Granite, PhiMoE)
+MOE_WIDTH = ("qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe")
+QK_NORM = {"olmoe": "rms_all", "flex_olmo": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head"}
+
+
+def _biases(cfg: dict, mt: str) -> str:
+    """Which of q, k, v, o_proj carry a bias (module docstring)."""
+    if mt == "qwen2_moe":
+        return "qkv" if read_flag(cfg, "qkv_bias", True) else ""
+    if mt == "exaone_moe":
+        return ""
+    if mt == "ernie4_5_moe":
+        return "qkvo" if read_flag(cfg, "use_bias", False) else ""
+    biased = read_flag(cfg, "attention_bias", False)
+    return ("qkv" if mt in ("glm4_moe", "sarvam_moe", "solar_open") else "qkvo") if biased else ""
+
+
+def _windows(cfg: dict, mt: str, n_layers: int) -> list[str]:
+    """'full_attention' / 'sliding_attention' per layer."""
+    if "layer_types" in cfg or mt == "exaone_moe":
+        return layer_types(cfg, n_layers)
+    window = read_int(cfg, "sliding_window", default=0, minimum=0)
+    if mt == "qwen2_moe" and window and read_flag(cfg, "use_sliding_window", False):
+        first = read_int(cfg, "max_window_layers", default=28, minimum=0)
+    elif mt == "dots1" and window:
+        first = read_int(cfg, "max_window_layers", default=62, minimum=0)
+    else:
+        first = n_layers if mt != "phimoe" else 0  # PhiMoE: the window (if any) on every layer
+    return ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
+
+
+def _layer_indices(cfg: dict, key: str) -> list[int]:
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise SpecError(key, f"must be a list of layer indices, got {value!r}")
+    return value
+
+
+def _routed(cfg: dict, mt: str, n_layers: int) -> list[bool]:
+    """Which blocks have the mixture of experts (the others a dense SwiGLU)."""
+    if mt == "qwen2_moe":
+        step, dense = read_int(cfg, "decoder_sparse_step", default=1), _layer_indices(cfg, "mlp_only_layers")
+        return [i not in dense and (i + 1) % step == 0 for i in range(n_layers)]
+    if mt == "ernie4_5_moe":
+        every = read_int(cfg, "moe_layer_interval", default=1)
+        start = read_int(cfg, "moe_layer_start_index", default=1, minimum=0)
+        end = read_int(cfg, "moe_layer_end_index", default=-1, minimum=-1)
+        end = n_layers - 1 if end == -1 else end  # Ernie4_5_MoeConfig.__post_init__
+        return [(i + 1) % every == 0 and start <= i <= end for i in range(n_layers)]
+    if mt == "exaone_moe" and cfg.get("mlp_layer_types") is not None:
+        kinds = cfg["mlp_layer_types"]
+        if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"dense", "sparse"}:
+            raise SpecError("mlp_layer_types", f"must list 'dense' or 'sparse' for each of {n_layers} layers")
+        return [kind == "sparse" for kind in kinds]
+    dense_first = {"glm4_moe": 1, "sarvam_moe": 1, "dots1": 0, "exaone_moe": 1}
+    if mt in dense_first:
+        first = read_int(cfg, "first_k_dense_replace", default=dense_first[mt], minimum=0)
+        return [i >= first for i in range(n_layers)]
+    return [True] * n_layers
+
+
+def _moe(cfg: dict, mt: str, activation: str, not_modelled: list):
+    n_experts = read_int(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    top_k = read_int(cfg, "num_experts_per_tok", "moe_k")
+    width_key = "moe_intermediate_size" if mt in MOE_WIDTH else "intermediate_size"
+    return experts(cfg, mt, n_experts, top_k, read_int(cfg, width_key), activation, not_modelled)
+
+
+def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    """(every block, the ModelSpec fields) of a config of the family."""
+    eps_default, tied_default, rotary_default = DEFAULTS[mt]
+    head_default = HEAD_DIM_DEFAULTS.get(mt)
+    if mt == "glm4_moe" and "head_dim" not in cfg:  # Glm4MoeAttention: getattr(config, "head_dim", d // H), floored
+        head_default = read_int(cfg, "hidden_size") // read_int(cfg, "num_attention_heads")
+    d, H, G, k = head_sizes(cfg, head_default)
+    n_layers = read_int(cfg, "num_hidden_layers")
+    eps = read_float(cfg, "rms_norm_eps", default=eps_default)
+    p = int(k * partial_factor(cfg, default=rotary_default)) // 2 * 2
+    qk = {"qk_norm": QK_NORM[mt], "norm_eps": eps} if mt in QK_NORM else {}
+    if mt in ("glm4_moe", "sarvam_moe") and read_flag(cfg, "use_qk_norm", mt == "sarvam_moe"):
+        qk = {"qk_norm": "rms_head", "norm_eps": eps}
+    window = read_int(cfg, "sliding_window", default=0, minimum=0)
+    if mt == "qwen2_moe" and not read_flag(cfg, "use_sliding_window", False):
+        window = 0  # Qwen2MoeConfig: sliding_window = 0 unless use_sliding_window
+    nope_full = mt == "exaone_moe" and window  # Exaone4Attention: RoPE on the sliding layers only
+    activation = read_str(cfg, "hidden_act", default="silu")
+    not_modelled: list = []
+    routed = _moe(cfg, mt, activation, not_modelled)
+    dense_bias = mt == "ernie4_5_moe" and read_flag(cfg, "use_bias", False)
+    if dense_bias and routed.n_shared:
+        not_modelled.append(("use_bias", "true: Ernie-4.5's shared experts then have biases, which are not modelled"))
+    if mt == "flex_olmo":
+        why = "FlexOlmo's blocks normalise each sublayer's output and read the raw stream (OLMo-2's): not modelled"
+        not_modelled.append(("model_type", why))
+    layers = []
+    for kind, moe in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), strict=True):
+        sliding = kind == "sliding_attention" and window > 0
+        attention = AttentionSpec(
+            d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=0 if nope_full and not sliding else p,
+            biases=_biases(cfg, mt), causal=True, rope_base=rope(cfg), sliding_window=window if sliding else 0, **qk,
+        )  # fmt: skip
+        mlp = routed if moe else MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True), dense_bias)
+        layers.append(LayerSpec(attention, mlp))
+    phimoe = mt == "phimoe"
+    fields = {
+        "positions": "rope" if any(x.attention.rope_dims for x in layers) else "none",
+        "norm": "layernorm" if phimoe else "rmsnorm", "norm_bias": phimoe, "norm_eps": eps,
+        "tied": read_flag(cfg, "tie_word_embeddings", tied_default),
+        "lm_head_bias": phimoe and read_flag(cfg, "lm_head_bias", False), "not_modelled": tuple(not_modelled),
+    }  # fmt: skip
+    return layers, fields
+
+
+MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
