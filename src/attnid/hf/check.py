@@ -216,7 +216,8 @@ def _captured_call(model, module, tokens, positions=None):
         params = inspect.signature(model.forward).parameters
         if positions is not None and "position_ids" in params:
             call["position_ids"] = positions
-        if "use_cache" in params:
+        takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if "use_cache" in params or takes_kwargs:  # GraniteMoE's forward takes it through **kwargs
             call["use_cache"] = False
         with torch.no_grad(), KeepFloat64():
             model(**call)
