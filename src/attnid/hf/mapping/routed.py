@@ -27,6 +27,15 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
     exaone_moe     Exaone4Attention: no biases, per-head q/k RMSNorm, RoPE only on the sliding layers when
                    sliding_window is set (the full layers have none); routed per mlp_layer_types (dense before
                    first_k_dense_replace, 1)
+    mimo_v2_flash  MiMoV2FlashAttention (Qwen2's, q/k/v biased by attention_bias): head_dim (192) for q and k,
+                   v_head_dim (128) for v, values times attention_value_scale (a constant: the count is unchanged);
+                   layer_types by default full at layer 0 and every sixth, sliding (window sliding_window) else,
+                   and a sliding layer has twice the key/value heads and one sink logit per head; RoPE per
+                   layer type from rope_parameters[type] (theta, partial_rotary_factor 0.334); dense blocks by
+                   mlp_layer_types (default: the first only)
+    minimax_m2     MiniMaxM2Attention (FlexOlmo's without biases: q/k RMSNorm across all heads), the rotated
+                   share rotary_dim / head_dim (MiniMaxM2Config), every block routed, experts intermediate_size
+                   wide (MixtralExperts)
     phimoe         LlamaAttention (attention_bias on all four), the window on every layer (MixtralModel's
                    mask), LayerNorms with a bias of eps rms_norm_eps, an lm_head biased by lm_head_bias;
                    experts intermediate_size wide; its sparsemixer router is recorded as not modelled
@@ -34,11 +43,16 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
 
 from __future__ import annotations
 
+import math
+
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
-from .keys import head_sizes, layer_types, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
+from .keys import (
+    head_sizes, layer_types, mlp_kind, partial_factor, read_flag, read_float, read_int, read_section, read_str, rope,
+    routed_layers,
+)  # fmt: skip
 
 # model type -> (rms_norm_eps, tie_word_embeddings, partial_rotary_factor) class defaults
 DEFAULTS = {
@@ -46,29 +60,34 @@ DEFAULTS = {
     "granitemoe": (1e-6, False, 1.0), "granitemoeshared": (1e-6, False, 1.0), "ernie4_5_moe": (1e-5, True, 1.0),
     "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
     "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
+    "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334),
 }  # fmt: skip
-HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64}
+HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192}
 # the experts' width: moe_intermediate_size, else intermediate_size (MixtralExperts: OLMoE, FlexOlmo, Granite, PhiMoE)
-MOE_WIDTH = ("qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe")
-QK_NORM = {"olmoe": "rms_all", "flex_olmo": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head"}
+MOE_WIDTH = ("qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe", "mimo_v2_flash")
+QK_NORM = {
+    "olmoe": "rms_all", "flex_olmo": "rms_all", "minimax_m2": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head",
+}  # fmt: skip
 
 
 def _biases(cfg: dict, mt: str) -> str:
     """Which of q, k, v, o_proj carry a bias (module docstring)."""
     if mt == "qwen2_moe":
         return "qkv" if read_flag(cfg, "qkv_bias", True) else ""
-    if mt == "exaone_moe":
+    if mt in ("exaone_moe", "minimax_m2"):
         return ""
     if mt == "ernie4_5_moe":
         return "qkvo" if read_flag(cfg, "use_bias", False) else ""
     biased = read_flag(cfg, "attention_bias", False)
-    return ("qkv" if mt in ("glm4_moe", "sarvam_moe", "solar_open") else "qkvo") if biased else ""
+    return ("qkv" if mt in ("glm4_moe", "sarvam_moe", "solar_open", "mimo_v2_flash") else "qkvo") if biased else ""
 
 
 def _windows(cfg: dict, mt: str, n_layers: int) -> list[str]:
     """'full_attention' / 'sliding_attention' per layer."""
     if "layer_types" in cfg or mt == "exaone_moe":
         return layer_types(cfg, n_layers)
+    if mt == "mimo_v2_flash":
+        return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layers)]
     window = read_int(cfg, "sliding_window", default=0, minimum=0)
     if mt == "qwen2_moe" and window and read_flag(cfg, "use_sliding_window", False):
         first = read_int(cfg, "max_window_layers", default=28, minimum=0)
@@ -97,15 +116,13 @@ def _routed(cfg: dict, mt: str, n_layers: int) -> list[bool]:
         end = read_int(cfg, "moe_layer_end_index", default=-1, minimum=-1)
         end = n_layers - 1 if end == -1 else end  # Ernie4_5_MoeConfig.__post_init__
         return [(i + 1) % every == 0 and start <= i <= end for i in range(n_layers)]
-    if mt == "exaone_moe" and cfg.get("mlp_layer_types") is not None:
-        kinds = cfg["mlp_layer_types"]
-        if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"dense", "sparse"}:
-            raise SpecError("mlp_layer_types", f"must list 'dense' or 'sparse' for each of {n_layers} layers")
-        return [kind == "sparse" for kind in kinds]
-    dense_first = {"glm4_moe": 1, "sarvam_moe": 1, "dots1": 0, "exaone_moe": 1}
-    if mt in dense_first:
-        first = read_int(cfg, "first_k_dense_replace", default=dense_first[mt], minimum=0)
-        return [i >= first for i in range(n_layers)]
+    if mt == "exaone_moe":
+        return routed_layers(cfg, n_layers, 1)
+    if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: mlp_layer_types, default the first block dense
+        return routed_layers(cfg, n_layers, 1) if cfg.get("mlp_layer_types") else [i > 0 for i in range(n_layers)]
+    dense_first = {"glm4_moe": 1, "sarvam_moe": 1, "dots1": 0}
+    if mt in dense_first:  # DeepseekV3DecoderLayer's rule (mlp_layer_types is not read)
+        return routed_layers({k: v for k, v in cfg.items() if k != "mlp_layer_types"}, n_layers, dense_first[mt])
     return [True] * n_layers
 
 
@@ -125,7 +142,13 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     d, H, G, k = head_sizes(cfg, head_default)
     n_layers = read_int(cfg, "num_hidden_layers")
     eps = read_float(cfg, "rms_norm_eps", default=eps_default)
-    p = int(k * partial_factor(cfg, default=rotary_default)) // 2 * 2
+    # the rotary classes take int(k f) dims and a frequency for every other one of them, then rotate two dims
+    # per frequency (an odd int(k f) rounds up)
+    factor = partial_factor(cfg, default=rotary_default)
+    given = "partial_rotary_factor" in cfg or "partial_rotary_factor" in read_section(cfg, "rope_parameters")
+    if mt == "minimax_m2" and cfg.get("rotary_dim") is not None and not given:
+        factor = read_int(cfg, "rotary_dim") / k  # MiniMaxM2Config.convert_rope_params_to_dict
+    p = min(k, 2 * math.ceil(int(k * factor) / 2))
     qk = {"qk_norm": QK_NORM[mt], "norm_eps": eps} if mt in QK_NORM else {}
     if mt in ("glm4_moe", "sarvam_moe") and read_flag(cfg, "use_qk_norm", mt == "sarvam_moe"):
         qk = {"qk_norm": "rms_head", "norm_eps": eps}
@@ -142,12 +165,18 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     if mt == "flex_olmo":
         why = "FlexOlmo's blocks normalise each sublayer's output and read the raw stream (OLMo-2's): not modelled"
         not_modelled.append(("model_type", why))
+    if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: sliding_window (129), or the legacy sliding_window_size + 1
+        given = cfg.get("sliding_window_size") is not None
+        window = read_int(cfg, "sliding_window_size") + 1 if given else read_int(cfg, "sliding_window", default=129)
     layers = []
     for kind, moe in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), strict=True):
         sliding = kind == "sliding_attention" and window > 0
+        per_layer = {"n_kv_heads": G, "rope_dims": 0 if nope_full and not sliding else p, "rope_base": rope(cfg)}
+        if mt == "mimo_v2_flash":
+            per_layer = _mimo_layer(cfg, kind, G, k)
         attention = AttentionSpec(
-            d_model=d, n_heads=H, n_kv_heads=G, d_head_qk=k, rope_dims=0 if nope_full and not sliding else p,
-            biases=_biases(cfg, mt), causal=True, rope_base=rope(cfg), sliding_window=window if sliding else 0, **qk,
+            d_model=d, n_heads=H, d_head_qk=k, biases=_biases(cfg, mt), causal=True,
+            sliding_window=window if sliding else 0, **per_layer, **qk,
         )  # fmt: skip
         mlp = routed if moe else MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True), dense_bias)
         layers.append(LayerSpec(attention, mlp))
@@ -159,6 +188,26 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "lm_head_bias": phimoe and read_flag(cfg, "lm_head_bias", False), "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields
+
+
+# MiMoV2FlashConfig's rope_parameters when the config names none: per layer type (theta, partial_rotary_factor)
+MIMO_ROPE = {"full_attention": (5_000_000.0, 0.334), "sliding_attention": (10_000.0, 0.334)}
+
+
+def _mimo_layer(cfg: dict, kind: str, G: int, k: int) -> dict:
+    """MiMoV2FlashAttention's per-layer fields: a sliding layer has 2 G key/value heads and sinks; RoPE from
+    rope_parameters[kind] (MiMoV2FlashRotaryEmbedding); values v_head_dim wide."""
+    theta, factor = MIMO_ROPE[kind]
+    params = read_section(read_section(cfg, "rope_parameters"), kind)
+    theta = read_float(params, "rope_theta", default=theta, positive=True)
+    factor = read_float(params, "partial_rotary_factor", default=factor)
+    if params.get("rope_type", "default") != "default":
+        raise SpecError(f"rope_parameters.{kind}.rope_type", f"{params['rope_type']!r} is not modelled")
+    sliding = kind == "sliding_attention"
+    return {
+        "n_kv_heads": 2 * G if sliding else G, "rope_dims": min(k, 2 * math.ceil(int(k * factor) / 2)),
+        "rope_base": theta, "sinks": sliding, "d_head_v": read_int(cfg, "v_head_dim", default=128),
+    }  # fmt: skip
 
 
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
