@@ -71,7 +71,7 @@ def experts(
         return MoESpec(**common, norm_topk_prob=norm, n_shared=1, shared_width=width, shared_expert_gate=True)
     if model_type in ("olmoe", "flex_olmo"):
         return MoESpec(**common, norm_topk_prob=read_flag(cfg, "norm_topk_prob", False))
-    if model_type in ("granitemoe", "granitemoeshared"):
+    if model_type in ("granitemoe", "granitemoeshared", "granitemoe_swa"):
         width = read_int(cfg, "shared_intermediate_size", default=0, minimum=0) if model_type != "granitemoe" else 0
         return MoESpec(**common, scoring="topk_softmax", n_shared=int(width > 0), shared_width=width)
     if model_type == "ernie4_5_moe":

@@ -15,6 +15,10 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
     granitemoeshared  intermediate_size wide (MixtralExperts); embedding_multiplier, residual_multiplier and
                    logits_scaling are constant factors (on E, on every sublayer's output, on the logits): the
                    count is unchanged by them; every block routed
+    granitemoe_swa GraniteMoeShared's blocks with GraniteSWAAttention: one sink logit per head on every layer (its
+                   eager path scales the output by sigmoid(logsumexp - sink): the softmax with the sink's logit
+                   in the denominator), the window on layer_types' sliding layers (default: full where i % 4 == 0),
+                   RoPE of layer_rope_theta[i] per layer (0: none)
     ernie4_5_moe   Ernie4_5_MoeAttention: use_bias on all four, interleaved RoPE on the whole head; routed where
                    (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <= moe_layer_end_index,
                    else a dense SwiGLU (biased by use_bias); eps default 1e-5, tied by default
@@ -57,7 +61,8 @@ from .keys import (
 # model type -> (rms_norm_eps, tie_word_embeddings, partial_rotary_factor) class defaults
 DEFAULTS = {
     "qwen2_moe": (1e-6, False, 1.0), "olmoe": (1e-5, False, 1.0), "flex_olmo": (1e-6, False, 1.0),
-    "granitemoe": (1e-6, False, 1.0), "granitemoeshared": (1e-6, False, 1.0), "ernie4_5_moe": (1e-5, True, 1.0),
+    "granitemoe": (1e-6, False, 1.0), "granitemoeshared": (1e-6, False, 1.0), "granitemoe_swa": (1e-6, False, 1.0),
+    "ernie4_5_moe": (1e-5, True, 1.0),
     "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
     "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
     "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334),
@@ -88,6 +93,8 @@ def _windows(cfg: dict, mt: str, n_layers: int) -> list[str]:
         return layer_types(cfg, n_layers)
     if mt == "mimo_v2_flash":
         return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layers)]
+    if mt == "granitemoe_swa":  # GraniteMoeSWAConfig.__post_init__
+        return ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n_layers)]
     window = read_int(cfg, "sliding_window", default=0, minimum=0)
     if mt == "qwen2_moe" and window and read_flag(cfg, "use_sliding_window", False):
         first = read_int(cfg, "max_window_layers", default=28, minimum=0)
@@ -169,11 +176,17 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         given = cfg.get("sliding_window_size") is not None
         window = read_int(cfg, "sliding_window_size") + 1 if given else read_int(cfg, "sliding_window", default=129)
     layers = []
-    for kind, moe in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), strict=True):
+    if mt == "granitemoe_swa" and "sliding_window" not in cfg:
+        window = 128  # GraniteMoeSWAConfig
+    thetas = _layer_thetas(cfg, n_layers) if mt == "granitemoe_swa" else [rope(cfg)] * n_layers
+    for kind, moe, theta in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), thetas, strict=True):
         sliding = kind == "sliding_attention" and window > 0
-        per_layer = {"n_kv_heads": G, "rope_dims": 0 if nope_full and not sliding else p, "rope_base": rope(cfg)}
+        nope = (nope_full and not sliding) or not theta
+        per_layer = {"n_kv_heads": G, "rope_dims": 0 if nope else p, "rope_base": theta or rope(cfg)}
         if mt == "mimo_v2_flash":
             per_layer = _mimo_layer(cfg, kind, G, k)
+        if mt == "granitemoe_swa":
+            per_layer["sinks"] = True
         attention = AttentionSpec(
             d_model=d, n_heads=H, d_head_qk=k, biases=_biases(cfg, mt), causal=True,
             sliding_window=window if sliding else 0, **per_layer, **qk,
@@ -188,6 +201,16 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "lm_head_bias": phimoe and read_flag(cfg, "lm_head_bias", False), "not_modelled": tuple(not_modelled),
     }  # fmt: skip
     return layers, fields
+
+
+def _layer_thetas(cfg: dict, n_layers: int) -> list[float]:
+    """GraniteMoeSWA's layer_rope_theta: one RoPE base per layer, 0 for none (default: rope_theta everywhere)."""
+    thetas = cfg.get("layer_rope_theta")
+    if thetas is None:
+        return [rope(cfg)] * n_layers
+    if not isinstance(thetas, list) or len(thetas) != n_layers:
+        raise SpecError("layer_rope_theta", f"must list a RoPE base (0: none) for each of the {n_layers} layers")
+    return [read_float({"theta": t}, "theta") for t in thetas]
 
 
 # MiMoV2FlashConfig's rope_parameters when the config names none: per layer type (theta, partial_rotary_factor)
@@ -211,3 +234,12 @@ def _mimo_layer(cfg: dict, kind: str, G: int, k: int) -> dict:
 
 
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
+# routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
+REFUSED = {
+    "jetmoe": "mixture of attention heads (JetMoeMoA): the attention heads themselves are routed experts",
+    "hunyuan_v1_moe": "q/k RMSNorm after RoPE (HunYuanMoEV1Attention): the gain does not commute with the rotation",
+    "afmoe": "gated attention (AfmoeAttention): the output is multiplied by sigmoid(x W_gate), not an attention variant",
+    "laguna": "gated attention (LagunaAttention, AfMoE's): the output is multiplied by a softplus gate of x",
+    "longcat_flash": "shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per block, a mixture"
+    " reading the first and writing after the second, with zero-computation (identity) experts",
+}
