@@ -123,6 +123,8 @@ def tiny_config(cfg: dict) -> dict:
             tiny[key] = 1
     if tiny.get("first_k_dense_replace"):
         tiny["first_k_dense_replace"] = 1
+    if tiny.get("shared_intermediate_size"):  # Granite's shared expert, only where the config has one (0: none)
+        tiny["shared_intermediate_size"] = 4
     for key in ("sliding_window", "window_size"):  # window_size: GPT-Neo's local layers
         if tiny.get(key):
             tiny[key] = WINDOW
