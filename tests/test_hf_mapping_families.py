@@ -19,7 +19,7 @@ CLASS_DEFAULT_TYPES = (
     "gpt-sw3", "gpt_bigcode", "gpt_neo", "openai-gpt", "codegen", "gpt_neox_japanese", "biogpt", "xglm", "ctrl",
     "mpt", "dbrx", "qwen2_moe", "olmoe", "flex_olmo", "granitemoe", "granitemoeshared", "granitemoe_swa",
     "ernie4_5_moe", "glm4_moe", "glm4_moe_lite", "sarvam_moe", "solar_open", "dots1", "exaone_moe", "minimax_m2",
-    "mimo_v2_flash", "phimoe",
+    "mimo_v2_flash", "phimoe", "flint",
 )  # fmt: skip
 
 
@@ -89,6 +89,9 @@ def test_mixture_facts():
     swa = spec_of("granitemoe_swa", layer_rope_theta=[0.0] + [10000.0] * 31)
     assert swa.layer_specs[0].attention.rope_dims == 0 and all(x.attention.sinks for x in swa.layer_specs)
     assert [key for key, _ in spec_of("flex_olmo").not_modelled] == ["model_type"]
+    flint = spec_of("flint")  # RoPE on the sliding layers only, sinks everywhere, the first two blocks dense
+    assert [(x.attention.rope_dims, x.attention.sinks) for x in flint.layer_specs[1:3]] == [(0, True), (128, True)]
+    assert [type(x.mlp) for x in flint.layer_specs[1:3]] == [MLPSpec, MoESpec]
 
 
 @pytest.mark.parametrize("mt", sorted(REFUSED))

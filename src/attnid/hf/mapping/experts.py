@@ -23,6 +23,8 @@ Each model class computes its router in code; what it fixes is written down here
     ernie4_5_moe softmax, the top-k chosen on softmax + e_score_correction_bias, which is an nn.Parameter
                  (requires_grad false, but a parameter), renormalised by the clamped sum (clamp at moe_norm_min
                  never binds at a generic point); moe_num_shared_experts shared experts (Ernie4_5_MoeSparseMoeBlock)
+    flint        top-k of sigmoid scores, renormalised by default (FlintTopKRouter), a shared expert of
+                 shared_expert_intermediate_size without a gate
     minimax_m2   sigmoid scores chosen with an e_score_correction_bias buffer, always renormalised
                  (MiniMaxM2TopKRouter)
     dbrx         softmax, moe_top_k, divided by the moe_normalize_expert_weights-norm (default 1; null: not
@@ -81,6 +83,10 @@ def experts(
         p = cfg.get("moe_normalize_expert_weights", 1.0)
         p = None if p is None else read_float(cfg, "moe_normalize_expert_weights", positive=True)
         return MoESpec(**common, norm_topk_prob=p is not None, topk_norm=p or 1.0)
+    if model_type == "flint":  # top-k of sigmoid scores, renormalised by default, a shared expert (FlintSparseMoeBlock)
+        width = read_int(cfg, "shared_expert_intermediate_size", default=1024)
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=read_flag(cfg, "norm_topk_prob", True), n_shared=1,
+                       shared_width=width)  # fmt: skip
     if model_type == "minimax_m2":  # sigmoid, chosen with the e_score_correction_bias buffer, renormalised
         return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True)
     if model_type == "phimoe":

@@ -37,6 +37,9 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
                    and a sliding layer has twice the key/value heads and one sink logit per head; RoPE per
                    layer type from rope_parameters[type] (theta, partial_rotary_factor 0.334); dense blocks by
                    mlp_layer_types (default: the first only)
+    flint          FlintAttention (Qwen3-MoE's: attention_bias on all four, per-head q/k RMSNorm) with one sink logit
+                   per head on every layer and RoPE on the sliding layers only; layer_types by default full for
+                   i < 2, i % 4 == 1 and the last; Qwen2-MoE's routed blocks, mlp_only_layers default [0, 1]
     minimax_m2     MiniMaxM2Attention (FlexOlmo's without biases: q/k RMSNorm across all heads), the rotated
                    share rotary_dim / head_dim (MiniMaxM2Config), every block routed, experts intermediate_size
                    wide (MixtralExperts)
@@ -65,13 +68,16 @@ DEFAULTS = {
     "ernie4_5_moe": (1e-5, True, 1.0),
     "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
     "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
-    "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334),
+    "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334), "flint": (1e-6, False, 1.0),
 }  # fmt: skip
-HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192}
+HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192, "flint": 128}
 # the experts' width: moe_intermediate_size, else intermediate_size (MixtralExperts: OLMoE, FlexOlmo, Granite, PhiMoE)
-MOE_WIDTH = ("qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe", "mimo_v2_flash")
+MOE_WIDTH = (
+    "qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe", "mimo_v2_flash", "flint",
+)  # fmt: skip
 QK_NORM = {
     "olmoe": "rms_all", "flex_olmo": "rms_all", "minimax_m2": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head",
+    "flint": "rms_head",
 }  # fmt: skip
 
 
@@ -95,6 +101,9 @@ def _windows(cfg: dict, mt: str, n_layers: int) -> list[str]:
         return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layers)]
     if mt == "granitemoe_swa":  # GraniteMoeSWAConfig.__post_init__
         return ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n_layers)]
+    if mt == "flint":  # FlintConfig.__post_init__
+        full = [i < 2 or i % 4 == 1 or i == n_layers - 1 for i in range(n_layers)]
+        return ["full_attention" if f else "sliding_attention" for f in full]
     window = read_int(cfg, "sliding_window", default=0, minimum=0)
     if mt == "qwen2_moe" and window and read_flag(cfg, "use_sliding_window", False):
         first = read_int(cfg, "max_window_layers", default=28, minimum=0)
@@ -114,8 +123,10 @@ def _layer_indices(cfg: dict, key: str) -> list[int]:
 
 def _routed(cfg: dict, mt: str, n_layers: int) -> list[bool]:
     """Which blocks have the mixture of experts (the others a dense SwiGLU)."""
-    if mt == "qwen2_moe":
-        step, dense = read_int(cfg, "decoder_sparse_step", default=1), _layer_indices(cfg, "mlp_only_layers")
+    if mt in ("qwen2_moe", "flint"):
+        dense = _layer_indices(cfg, "mlp_only_layers") if cfg.get("mlp_only_layers") is not None else []
+        dense = [0, 1] if mt == "flint" and cfg.get("mlp_only_layers") is None else dense  # FlintConfig's default
+        step = read_int(cfg, "decoder_sparse_step", default=1)
         return [i not in dense and (i + 1) % step == 0 for i in range(n_layers)]
     if mt == "ernie4_5_moe":
         every = read_int(cfg, "moe_layer_interval", default=1)
@@ -162,7 +173,8 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     window = read_int(cfg, "sliding_window", default=0, minimum=0)
     if mt == "qwen2_moe" and not read_flag(cfg, "use_sliding_window", False):
         window = 0  # Qwen2MoeConfig: sliding_window = 0 unless use_sliding_window
-    nope_full = mt == "exaone_moe" and window  # Exaone4Attention: RoPE on the sliding layers only
+    # Exaone4Attention: RoPE on the sliding layers only while sliding_window is set; FlintAttention: always
+    nope_full = (mt == "exaone_moe" and window) or mt == "flint"
     activation = read_str(cfg, "hidden_act", default="silu")
     not_modelled: list = []
     routed = _moe(cfg, mt, activation, not_modelled)
@@ -176,8 +188,8 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         given = cfg.get("sliding_window_size") is not None
         window = read_int(cfg, "sliding_window_size") + 1 if given else read_int(cfg, "sliding_window", default=129)
     layers = []
-    if mt == "granitemoe_swa" and "sliding_window" not in cfg:
-        window = 128  # GraniteMoeSWAConfig
+    if mt in ("granitemoe_swa", "flint") and "sliding_window" not in cfg:
+        window = {"granitemoe_swa": 128, "flint": 513}[mt]  # the config classes' defaults
     thetas = _layer_thetas(cfg, n_layers) if mt == "granitemoe_swa" else [rope(cfg)] * n_layers
     for kind, moe, theta in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), thetas, strict=True):
         sliding = kind == "sliding_attention" and window > 0
@@ -185,7 +197,7 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         per_layer = {"n_kv_heads": G, "rope_dims": 0 if nope else p, "rope_base": theta or rope(cfg)}
         if mt == "mimo_v2_flash":
             per_layer = _mimo_layer(cfg, kind, G, k)
-        if mt == "granitemoe_swa":
+        if mt in ("granitemoe_swa", "flint"):
             per_layer["sinks"] = True
         attention = AttentionSpec(
             d_model=d, n_heads=H, d_head_qk=k, biases=_biases(cfg, mt), causal=True,
