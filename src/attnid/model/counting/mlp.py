@@ -14,8 +14,9 @@ def hidden_scalings(mlp: MLPSpec | MoESpec) -> int:
     (c (u + b + 1) = c u + (c b + c - 1) + 1): E m with expert biases, 0 without; shared experts are one
     dense SwiGLU of width d_shared (n_shared m, or shared_width). Qwen2-MoE's sigmoid(x w_s) on the shared
     expert adds no symmetry: w_s is seen through a non-homogeneous gate, and S(x) (1 - sigmoid(x w_s)) (x dw)
-    is no SwiGLU direction (measured at d 8: router 8, hidden units 4 x 4 + 6, the whole model agrees). The clamp of GPT-OSS's experts moves the scaling where up reaches
-    +-limit, so the count assumes no input is clamped (at a trained point it is an upper bound there).
+    is no SwiGLU direction (measured at d 8: router 8, hidden units 4 x 4 + 6, the whole model agrees).
+    The clamp of GPT-OSS's experts moves the scaling where up reaches +-limit, so the count assumes no input
+    is clamped (at a trained point it is an upper bound there).
     """
     if isinstance(mlp, MoESpec):
         routed = mlp.d_expert if mlp.activation == "swiglu" or mlp.expert_bias else 0
