@@ -56,6 +56,32 @@ SHAPES = {
         {},
         16,
     ),
+    # Qwen2-MoE: a shared expert 6 wide behind its own sigmoid gate (a reader of width 1, no new symmetry)
+    "shared_expert_gate": (
+        {"n_experts": 4, "top_k": 2, "d_expert": 4, "n_shared": 1, "shared_width": 6, "shared_expert_gate": True},
+        {},
+        8,
+    ),
+    # Ernie-4.5: a selection bias parameter (4 free), renormalised
+    "selection_bias": ({"n_experts": 4, "top_k": 2, "d_expert": 4, "norm_topk_prob": True, "selection_bias": True}, {}, 8),
+    # DBRX: LayerNorm without bias, chosen weights divided by their 2-norm: the shift of the centred rows (d - 1)
+    "layernorm_no_beta_p2": (
+        {"n_experts": 4, "top_k": 2, "d_expert": 4, "norm_topk_prob": True, "topk_norm": 2.0},
+        {"norm": "layernorm", "norm_bias": False},
+        7,
+    ),
+    # LayerNorm with beta, no router bias: the shift along 1/g is free too (d, not d - 1)
+    "layernorm_beta_pins_the_shift": ({"n_experts": 4, "top_k": 2, "d_expert": 4}, {"norm": "layernorm", "norm_bias": True}, 8),
+    "layernorm_beta_k1_router_free": (
+        {"n_experts": 4, "top_k": 1, "d_expert": 4, "norm_topk_prob": True},
+        {"norm": "layernorm", "norm_bias": True},
+        32,
+    ),
+    "layernorm_beta_router_bias_shared": (
+        {"n_experts": 4, "top_k": 2, "d_expert": 4, "norm_topk_prob": True, "router_bias": True, "n_shared": 1},
+        {"norm": "layernorm", "norm_bias": True},
+        8,
+    ),
 }
 
 
@@ -128,6 +154,8 @@ def test_config_keys_reach_the_spec():
         ({"n_experts": 6, "top_k": 2, "d_expert": 2, "n_group": 4}, "moe.n_group"),
         ({"n_experts": 4, "top_k": 2, "d_expert": 2, "n_group": 2, "topk_group": 3}, "moe.topk_group"),
         ({"n_experts": 4, "top_k": 2, "d_expert": 2, "capacity": 2}, "moe.capacity"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 2, "shared_expert_gate": True}, "moe.n_shared"),
+        ({"n_experts": 4, "top_k": 2, "d_expert": 2, "topk_norm": 0.5}, "moe.topk_norm"),
     ],
 )
 def test_bad_moe_fields_are_refused_by_name(fields, field):
@@ -139,7 +167,7 @@ def test_bad_moe_fields_are_refused_by_name(fields, field):
 def test_unmodelled_settings_are_refused_by_name():
     moe = {"n_experts": 4, "top_k": 2, "d_expert": 2}
     with pytest.raises(SpecError) as err:
-        count_model(own_spec({"moe": moe}))  # LayerNorm
+        count_model(own_spec({"moe": {**moe, "expert_bias": True}}))  # expert biases behind a LayerNorm
     assert err.value.field == "moe"
     with pytest.raises(SpecError) as err:
         count_model(own_spec({**BLOCK, "parallel": True, "moe": moe}))

@@ -48,20 +48,21 @@ WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
 FIXED = (
     (("hidden_size", "n_embd", "d_model"), WIDTH),
     (("vocab_size",), VOCAB),
-    (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim"), MLP_WIDTH),
+    (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 4),
-    (("num_local_experts", "num_experts", "n_routed_experts"), 4),
-    (("num_experts_per_tok", "experts_per_token", "moe_topk"), 2),
+    (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 4),
+    (("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k", "moe_k"), 2),
     (("word_embed_proj_dim",), WIDTH),
     (("kv_lora_rank",), 4),
     (("qk_nope_head_dim",), 4),
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
 )
-HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
-KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-POSITION_KEYS = ("max_position_embeddings", "n_positions")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
+KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
+SECTIONS = ("attn_config", "ffn_config")  # sub-configs holding some of those keys (MPT, DBRX)
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
 
 
 def _class_defaults(mt: str) -> dict:
@@ -96,14 +97,17 @@ def tiny_config(cfg: dict) -> dict:
     cfg["model_type"] = "gemma3_text" if mt == "gemma3_text" else cfg["model_type"]
     spec = model_spec(cfg)
     defaults = _class_defaults(cfg["model_type"])
-    tiny = dict(cfg)
+    tiny = copy.deepcopy(cfg)
     a = spec.attention
     gqa, mqa = 1 < a.n_kv_heads < a.n_heads, a.n_kv_heads == 1 < a.n_heads
     H = 4 if gqa else 2
-    for keys, value in FIXED:
-        _set(tiny, defaults, keys, value)
-    _set(tiny, defaults, HEAD_KEYS, H)
-    _set(tiny, defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
+    for section, section_defaults in [(tiny, defaults)] + [
+        (tiny[key], defaults.get(key) or {}) for key in SECTIONS if isinstance(tiny.get(key), dict)
+    ]:
+        for keys, value in FIXED:
+            _set(section, section_defaults, keys, value)
+        _set(section, section_defaults, HEAD_KEYS, H)
+        _set(section, section_defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
     for key in KV_KEYS:  # null means one key/value head per head, which a class may read as it is (Nemotron)
         if key in tiny and tiny[key] is None:
             tiny[key] = H
@@ -130,13 +134,19 @@ def tiny_config(cfg: dict) -> dict:
             tiny[key] = 1
     if tiny.get("first_k_dense_replace"):
         tiny["first_k_dense_replace"] = 1
-    if tiny.get("sliding_window"):
-        tiny["sliding_window"] = WINDOW
+    if tiny.get("shared_intermediate_size"):  # Granite's shared expert, only where the config has one (0: none)
+        tiny["shared_intermediate_size"] = 4
+    for key in ("sliding_window", "window_size"):  # window_size: GPT-Neo's local layers
+        if tiny.get(key):
+            tiny[key] = WINDOW
     n_layers = spec.n_layers
     kept = _layers_kept(cfg, n_layers, spec)
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
         if isinstance(value, list) and len(value) == n_layers:
             tiny[key] = [value[i] for i in kept]
+    if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
+        kinds = ["local" if spec.layer_specs[i].attention.sliding_window else "global" for i in kept]
+        tiny["attention_types"] = [[[kind], 1] for kind in kinds]
     if "sliding_window_pattern" in tiny and tiny["sliding_window_pattern"]:
         tiny["sliding_window_pattern"] = 2
     if tiny.get("max_window_layers") is not None:
@@ -240,7 +250,8 @@ def _captured_call(model, module, tokens, positions=None):
         params = inspect.signature(model.forward).parameters
         if positions is not None and "position_ids" in params:
             call["position_ids"] = positions
-        if "use_cache" in params:
+        takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if "use_cache" in params or takes_kwargs:  # GraniteMoE's forward takes it through **kwargs
             call["use_cache"] = False
         with torch.no_grad(), KeepFloat64():
             model(**call)
@@ -271,13 +282,26 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
 
     def f(th, hidden):
         params = layout.unflatten(th)
-        call_args = (hidden, *args[1:]) if args else ()
+        # every positional copy of the hidden states (CTRL's MultiHeadAttention takes them as v, k and q)
+        call_args = tuple(hidden if a is args[0] else a for a in args) if args else ()
         call_kwargs = {**kwargs, "hidden_states": hidden} if "hidden_states" in kwargs else kwargs
         with KeepFloat64():
             out = torch.func.functional_call(module, params, call_args, call_kwargs)
-        return out[0] if isinstance(out, tuple) else out
+        return _attention_output(out, spec.d_model)
 
     return f, theta, x, layout.size
+
+
+def _attention_output(out, d: int):
+    """The attention output (B, T, d) of what a module returns: a tensor, or a tuple / list whose first entry is
+    it (GPT-1's Attention returns a list); GPT-NeoX-Japanese returns (output, weights, dense bias) for the
+    layer to add, so a returned bias of shape (d,) is added here."""
+    if not isinstance(out, (tuple, list)):
+        return out
+    bias = out[2] if len(out) == 3 else None
+    if isinstance(bias, torch.Tensor) and bias.shape == (d,):
+        return out[0] + bias
+    return out[0]
 
 
 def real_vocab(model) -> int:

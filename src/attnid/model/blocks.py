@@ -19,16 +19,19 @@ Mixture of experts (E experts of width m, k chosen per token):
     z = x W_r (+ b_r)                                  router logits (E,)
     S = top-k experts of a choice score                (softmax(z), z, or sigmoid(z))
     w_e = scoring weight of e in S (times rho)         rho = routed_scaling_factor
-    out = sum_{e in S} w_e f_e(x) + f_shared(x)
+    out = sum_{e in S} w_e f_e(x) + f_shared(x)      (f_shared times sigmoid(x w_s) with shared_expert_gate)
     f_e(x) = (act(x G_e + b_G) * (x U_e + b_U)) D_e + b_D      SwiGLU, act = SiLU
              ((x U_e + b_U + 1) * glu(x G_e + b_G)) D_e + b_D  GPT-OSS: glu(g) = g sigmoid(alpha g),
                                                                 gate clamped above and up on both sides at limit
 
 Scoring: "softmax" w_e = softmax(z)_e (Mixtral, Qwen3-MoE, DeepSeek-V2), "topk_softmax" w = softmax(z_S)
 over the chosen logits (GPT-OSS), "sigmoid" w_e = sigmoid(z_e) (DeepSeek-V3, whose selection adds the
-`e_score_correction_bias` buffer: not a parameter, it moves only the selection). `norm_topk_prob`
-divides the chosen weights by their sum. Group-limited top-k (DeepSeek): the experts fall into n_group
-groups, only the topk_group best groups may be chosen.
+`e_score_correction_bias` buffer: not a parameter, it moves only the selection; Ernie-4.5 holds it as a
+parameter: `selection_bias`). `norm_topk_prob` divides the chosen weights by their sum, or by their
+p-norm with `topk_norm` = p (DBRX's moe_normalize_expert_weights). Group-limited top-k (DeepSeek): the
+experts fall into n_group groups, only the topk_group best groups may be chosen. The shared expert is
+n_shared d_expert wide, or `shared_width` (Qwen2-MoE's shared_expert_intermediate_size), and Qwen2-MoE
+scales it by a sigmoid gate of its own (`shared_expert_gate`, a (d,) row).
 
 The block protocol, which both MLP kinds speak (the counting and the layout read only these):
 
@@ -119,14 +122,24 @@ class MoESpec:
     routed_scaling_factor: float = 1.0  # rho
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
+    shared_width: int = 0  # the shared expert's width when it is not n_shared * d_expert (0: that product)
+    shared_expert_gate: bool = False  # f_shared(x) times sigmoid(x w_s), w_s (d,) (Qwen2-MoE)
+    selection_bias: bool = False  # a parameter (E,) added to the scores for the selection only (Ernie-4.5)
+    topk_norm: float = 1.0  # p of the p-norm that norm_topk_prob divides by (DBRX: 1 or 2)
 
     def __post_init__(self):
         for name in ("n_experts", "top_k", "d_expert", "n_group", "topk_group"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise SpecError(f"moe.{name}", f"must be a positive integer, got {value!r}")
-        if isinstance(self.n_shared, bool) or not isinstance(self.n_shared, int) or self.n_shared < 0:
-            raise SpecError("moe.n_shared", f"must be an integer >= 0, got {self.n_shared!r}")
+        for name in ("n_shared", "shared_width"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(f"moe.{name}", f"must be an integer >= 0, got {value!r}")
+        if (self.shared_width or self.shared_expert_gate) and not self.n_shared:
+            raise SpecError("moe.n_shared", "a shared width or a shared-expert gate needs a shared expert (n_shared > 0)")
+        if not (self.topk_norm >= 1 and math.isfinite(self.topk_norm)):
+            raise SpecError("moe.topk_norm", f"must be a finite p >= 1, got {self.topk_norm!r}")
         if self.top_k > self.n_experts:
             raise SpecError("moe.top_k", f"{self.top_k} exceeds n_experts={self.n_experts}")
         if self.scoring not in SCORINGS:
@@ -160,14 +173,15 @@ class MoESpec:
 
     @property
     def d_shared(self) -> int:
-        return self.n_shared * self.d_expert
+        return self.shared_width or self.n_shared * self.d_expert
 
     def shapes(self, d: int) -> list[tuple[str, tuple[int, ...]]]:
         """Parameter blocks in layout order, names relative to layers.l.mlp: router (d, E), router_bias (E,),
         gate, up (E, d, m), gate_bias, up_bias (E, m), down (E, m, d), down_bias (E, d), shared_{gate,up} (d, m_s),
-        shared_down (m_s, d)."""
+        shared_down (m_s, d), shared_expert_gate (d,)."""
         E, m = self.n_experts, self.d_expert
         out = [("router", (d, E))] + ([("router_bias", (E,))] if self.router_bias else [])
+        out += [("selection_bias", (E,))] if self.selection_bias else []
         for name in ("gate", "up"):
             out.append((name, (E, d, m)))
             if self.expert_bias:
@@ -178,13 +192,16 @@ class MoESpec:
         if self.n_shared:
             out += [("shared_gate", (d, self.d_shared)), ("shared_up", (d, self.d_shared))]
             out.append(("shared_down", (self.d_shared, d)))
+        if self.shared_expert_gate:
+            out.append(("shared_expert_gate", (d,)))
         return out
 
     @property
     def readers(self) -> list[tuple[int, bool]]:
         """(output width, has bias) of every linear map reading the block's norm."""
         experts = [(self.d_expert, self.expert_bias)] * (2 * self.n_experts)
-        return [(self.n_experts, self.router_bias)] + experts + [(self.d_shared, False)] * (2 * bool(self.n_shared))
+        shared = [(self.d_shared, False)] * (2 * bool(self.n_shared)) + [(1, False)] * self.shared_expert_gate
+        return [(self.n_experts, self.router_bias)] + experts + shared
 
     @property
     def writes(self) -> int:
@@ -199,6 +216,12 @@ class MoESpec:
     @property
     def normalised(self) -> bool:
         """The chosen weights sum to rho at every input."""
+        return self.relative and (self.scoring == "topk_softmax" or not self.norm_topk_prob or self.topk_norm == 1)
+
+    @property
+    def relative(self) -> bool:
+        """Softmax-family weights unchanged by a common shift of the chosen logits (normalised over the chosen,
+        or divided by their p-norm, or a softmax over every expert): they see differences of chosen logits only."""
         return (
             self.scoring == "topk_softmax"
             or self.norm_topk_prob
@@ -216,6 +239,8 @@ class MoESpec:
         parts += ["" if self.activation == "swiglu" else self.activation, f"sh{self.n_shared}" if self.n_shared else ""]
         parts += [f"g{self.n_group}of{self.topk_group}" if self.n_group > 1 else ""]
         parts += [f"rho{self.routed_scaling_factor:g}" if self.routed_scaling_factor != 1 else ""]
+        parts += [f"shw{self.shared_width}" if self.shared_width else "", "shg" if self.shared_expert_gate else ""]
+        parts += ["selb" if self.selection_bias else "", f"p{self.topk_norm:g}" if self.topk_norm != 1 else ""]
         return "-".join(p for p in parts if p)
 
     @classmethod

@@ -107,6 +107,8 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         z = z + w[p + "router_bias"]
     score = {"softmax": lambda: z.softmax(-1), "topk_softmax": lambda: z, "sigmoid": lambda: z.sigmoid()}[moe.scoring]()
     choice = score.detach()  # the selection is piecewise constant: no gradient flows through it
+    if moe.selection_bias:  # moves the selection only (Ernie-4.5's e_score_correction_bias)
+        choice = choice + w[p + "selection_bias"].detach()
     if moe.n_group > 1:  # keep the topk_group best groups (a group's score: its best, or best two for sigmoid)
         groups = choice.unflatten(-1, (moe.n_group, E // moe.n_group))  # (..., n_group, E / n_group)
         group_score = groups.topk(2, -1).values.sum(-1) if moe.scoring == "sigmoid" else groups.amax(-1)
@@ -119,8 +121,8 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         weight = (z.masked_fill(mask == 0, -math.inf)).softmax(-1)  # softmax over the chosen logits
     else:
         weight = score * mask
-        if moe.norm_topk_prob:
-            weight = weight / weight.sum(-1, keepdim=True)
+        if moe.norm_topk_prob:  # by the sum, or the p-norm (DBRX)
+            weight = weight / weight.norm(p=moe.topk_norm, dim=-1, keepdim=True)
     weight = weight * moe.routed_scaling_factor  # (..., E)
     if _loads() is not None:
         _loads().append(mask.detach().reshape(-1, E).sum(0))
@@ -140,8 +142,22 @@ def moe_forward(x, w: dict, prefix: str, moe: MoESpec):
         out = out + w[p + "down_bias"]
     y = torch.einsum("...e,...ed->...d", weight, out)
     if moe.n_shared:
-        y = y + (F.silu(x @ w[p + "shared_gate"]) * (x @ w[p + "shared_up"])) @ w[p + "shared_down"]
+        shared = (F.silu(x @ w[p + "shared_gate"]) * (x @ w[p + "shared_up"])) @ w[p + "shared_down"]  # (..., d)
+        if moe.shared_expert_gate:  # Qwen2-MoE: scaled by sigmoid(x w_s)
+            shared = shared * torch.sigmoid(x @ w[p + "shared_expert_gate"])[..., None]
+        y = y + shared
     return y
+
+
+def sinusoidal_table(n: int, d: int, dtype=torch.float64) -> torch.Tensor:
+    """S (n, d) of `positions == "sinusoidal"`: row t = [sin(t w_j), cos(t w_j)], w_j = 10000^(-j / (d/2 - 1)),
+    j < d/2 (fairseq's and XGLM's table; an odd d ends with a zero column). The count needs only the rank of the
+    rows in use, so other fixed tables (XGLM's read from row 2, CTRL's exponents 2j / d) count alike."""
+    half = d // 2
+    freq = torch.exp(torch.arange(half, dtype=dtype) * -(math.log(10000.0) / max(half - 1, 1)))  # (d/2,)
+    angle = torch.arange(n, dtype=dtype)[:, None] * freq[None]  # (n, d/2)
+    table = torch.cat([angle.sin(), angle.cos()], dim=1)
+    return torch.cat([table, torch.zeros(n, d % 2, dtype=dtype)], dim=1)
 
 
 def add_token_type(h, w: dict):
@@ -171,6 +187,8 @@ def logits(
     h = w["embed"][tokens] * spec.embed_scale  # (B, T, d)
     if "pos" in w:
         h = h + w["pos"][:T]
+    elif spec.positions == "sinusoidal":
+        h = h + sinusoidal_table(T, spec.d_model, h.dtype)
     h = add_token_type(h, w)  # token_type_ids all 0
     if spec.embedding_norm:
         h = norm(h, w, "embed_norm", spec)

@@ -244,7 +244,7 @@ def real_config(cfg: dict):
             kwargs[key] = 0
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
-    if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts")):
+    if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     return config
 

@@ -4,6 +4,7 @@ glossary of the model level (the layer level's is `attnid.spec`).
 A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V):
 
     h_0 = s E[tok] (+ E_pos[0..T-1] if positions == "learned") (+ E_type[0])   (B, T, d)   s = embed_scale
+          (+ S[0..T-1] if positions == "sinusoidal": a fixed table, no parameters; `sinusoidal_table`)
     (h_0 = Norm_emb(h_0) if embedding_norm)
     block, pre-LN sequential:   h = h + Attn(Norm_1 h);  h = h + MLP(Norm_2 h)
            with output_norms:   h = h + Norm(Attn(Norm_1 h));  h = h + Norm(MLP(Norm_2 h))
@@ -28,7 +29,8 @@ Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.
     reader / writer   a linear map that reads a norm's output (q, k, v, the MLP's up/gate, the router, the
                       unembedding) / writes into the stream (E, positions, W_O, b_O, the MLP's down and bias)
     d_c               the dims a norm's output spans: d - 1 after a LayerNorm (centred), d after an RMSNorm
-    positions         learned (a table of max_positions rows), rope (in the attention specs), none
+    positions         learned (a table of max_positions rows), rope (in the attention specs), none, sinusoidal
+                      (a fixed table added to the embeddings: no parameters, but V T distinct first-block inputs)
     seq_len           the positions the model is used on (counted and measured); max_positions the rows of
                       the learned table (rows beyond seq_len are never read)
     count             `attnid.model.count_model`: total P, unidentified and weakly identified dims, and the
@@ -52,7 +54,7 @@ from ..spec import AttentionSpec, SpecError
 from .blocks import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")
-POSITIONS = ("learned", "rope", "none")
+POSITIONS = ("learned", "rope", "none", "sinusoidal")
 NORM_POSITIONS = ("pre", "post")
 
 
@@ -74,7 +76,7 @@ class ModelSpec:
     norm_position: str = "pre"  # pre | post
     parallel: bool = False  # attention and MLP read the same stream (GPT-J, GPT-NeoX, Falcon)
     shared_norm: bool = False  # parallel blocks with one norm for both branches (GPT-J, Falcon)
-    positions: str = "learned"  # learned | rope | none
+    positions: str = "learned"  # learned | rope | none | sinusoidal
     max_positions: int = 8  # rows of the learned position table (the longest sequence the model takes)
     tied: bool = False  # unembedding = E^T
     final_norm: bool = True
@@ -195,6 +197,12 @@ class ModelSpec:
     @property
     def gated(self) -> bool:
         return self.mlp in ("swiglu", "geglu", "relu2glu")
+
+    @property
+    def adds_positions(self) -> bool:
+        """Whether a position table is added to the embeddings (learned or sinusoidal), so that the first block
+        reads V T distinct inputs rather than the V token points."""
+        return self.positions in ("learned", "sinusoidal")
 
     def with_eps(self, scale: float) -> ModelSpec:
         """Every norm's eps (the model's and the attention layer's q/k norms) multiplied by `scale`;

@@ -4,7 +4,8 @@ The published file is read as a plain mapping (no `transformers` import, no netw
 that a `transformers` config class would silently ignore (Falcon's `n_head`, `n_head_kv`, `n_layer`) is
 still read. What the code of a model class fixes rather than its config is written down in the module
 of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
-block and the other ModelSpec fields), each fact with where it comes from:
+block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
+does not map), each fact with where it comes from:
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -12,11 +13,16 @@ block and the other ModelSpec fields), each fact with where it comes from:
                Granite-SWA, HyperCLOVAX, NanoChat, BitNet)
     layernorm  StarCoder2, StableLM, Persimmon, Nemotron, Jais-2, OLMo (LayerNorm blocks)
     cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias)
-    deepseek   DeepSeek-V2/V3 (latent attention, dense then routed blocks), Youtu, MiniCPM3 (dense)
+    deepseek   DeepSeek-V2/V3, GLM-4.7-Flash (latent attention, dense then routed blocks), Youtu, MiniCPM3
+               (dense)
     experts    the mixtures of experts of those
-    gpt2       GPT-2
-    opt        OPT
-    parallel   GPT-J, GPT-NeoX, Phi, Falcon (parallel blocks)
+    gpt2       GPT-2, GPT-SW3, GPTBigCode, GPT-Neo, GPT-1
+    opt        OPT, BioGPT, XGLM
+    ctrl       CTRL
+    mpt        MPT, DBRX
+    routed     the Llama-shaped mixtures of experts: Qwen2-MoE, OLMoE, FlexOlmo, Granite-MoE, Ernie-4.5-MoE,
+               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE
+    parallel   GPT-J, CodeGen, GPT-NeoX (and its Japanese), Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM)
     modernbert ModernBERT's decoder (per layer)
@@ -51,7 +57,16 @@ def _family_mappers() -> dict:
     return mappers
 
 
+def _family_refusals() -> dict:
+    """model_type -> why it is not mapped, from every family module that defines REFUSED."""
+    refused = {}
+    for info in pkgutil.iter_modules(__path__):
+        refused.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "REFUSED", {}))
+    return refused
+
+
 MAPPERS = _family_mappers()
+REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
 
@@ -83,6 +98,8 @@ def model_type(cfg: dict) -> str:
     """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
     mt = read_str(text_config(cfg), "model_type")
     mt = "gemma3_text" if mt == "gemma3" else mt
+    if mt in REFUSED:
+        raise SpecError("model_type", f"{mt!r} is not mapped: {REFUSED[mt]}")
     if mt not in MAPPERS:
         raise SpecError("model_type", f"{mt!r} is not mapped; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     return mt

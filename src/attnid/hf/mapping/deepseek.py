@@ -4,7 +4,9 @@ the others a mixture of experts (`experts`), and the dense models built on their
 (MiniCPM3Attention: DeepseekV2Attention's projections, v_head_dim d / H by default, a SwiGLU MLP, tied by
 default; scale_emb, scale_depth / sqrt(L) on every sublayer's output and hidden_size / dim_model_base on the
 logits are nonzero constants: count-neutral). The latent RMSNorms take the class default eps 1e-6, not
-rms_norm_eps (DeepseekV3Attention, MiniCPM3Attention build them with the default)."""
+rms_norm_eps (DeepseekV3Attention, MiniCPM3Attention build them with the default). GLM-4.7-Flash
+(glm4_moe_lite) is DeepSeek-V3's attention (Glm4MoeLiteAttention) with GLM-4.5's experts, its dense blocks by
+mlp_layer_types (default: the first only)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
-from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope
+from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, routed_layers
 
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")
 DENSE_TYPES = ("youtu", "minicpm3")
 TIED_DEFAULTS = ("youtu", "minicpm3")
 
@@ -32,7 +34,7 @@ def _latent_attention(cfg: dict, mt: str) -> AttentionSpec:
 
 
 def _fields(cfg: dict, mt: str, not_modelled: list) -> dict:
-    eps_default = 1e-5 if mt == "minicpm3" else 1e-6
+    eps_default = 1e-5 if mt in ("minicpm3", "glm4_moe_lite") else 1e-6
     return {
         "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": read_float(cfg, "rms_norm_eps", default=eps_default),
         "tied": read_flag(cfg, "tie_word_embeddings", mt in TIED_DEFAULTS), "not_modelled": tuple(not_modelled),
@@ -47,8 +49,11 @@ def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     n_experts, top_k = read_int(cfg, "n_routed_experts"), read_int(cfg, "num_experts_per_tok")
     not_modelled: list = []
     routed = experts(cfg, mt, n_experts, top_k, read_int(cfg, "moe_intermediate_size"), activation, not_modelled)
-    first_dense = read_int(cfg, "first_k_dense_replace", default=0, minimum=0)
-    layers = [LayerSpec(attention, dense if i < first_dense else routed) for i in range(n_layers)]
+    if mt == "glm4_moe_lite":
+        sparse = routed_layers(cfg, n_layers, 1) if cfg.get("mlp_layer_types") else [i > 0 for i in range(n_layers)]
+    else:
+        sparse = routed_layers({k: v for k, v in cfg.items() if k != "mlp_layer_types"}, n_layers, 0)
+    layers = [LayerSpec(attention, routed if moe else dense) for moe in sparse]
     return layers, _fields(cfg, mt, not_modelled)
 
 

@@ -9,6 +9,30 @@ Each model class computes its router in code; what it fixes is written down here
     deepseek_v2  softmax, greedy or group-limited top-k, never renormalised, scaled by routed_scaling_factor
     deepseek_v3  sigmoid scores, group-limited top-k (n_group 8, topk_group 4 by default), renormalised
                  by default, scaled by routed_scaling_factor (default 2.5), plus shared experts
+    DeepSeek-V3's router (DeepseekV3TopkRouter, its selection bias a buffer) with other class defaults
+                 (V3_ROUTER): glm4_moe, glm4_moe_lite, solar_open and sarvam_moe (Glm4MoeTopkRouter),
+                 dots1 (Dots1TopkRouter), exaone_moe (ExaoneMoeTopkRouter; its shared experts are
+                 num_shared_experts), mimo_v2_flash (MiMoV2FlashTopkRouter, no shared experts)
+    qwen2_moe    softmax, top-k, renormalised only with norm_topk_prob (default false); a shared expert
+                 shared_expert_intermediate_size wide, scaled by sigmoid(shared_expert_gate x)
+                 (Qwen2MoeSparseMoeBlock)
+    olmoe, flex_olmo  Qwen2-MoE's router without the shared expert (OlmoeTopKRouter, default false)
+    granitemoe   top-k of the logits, softmax over the chosen (GraniteMoeTopKRouter), no router bias;
+                 granitemoeshared adds a shared SwiGLU of shared_intermediate_size to the routed output
+                 (0: none, GraniteMoeSharedMLP)
+    ernie4_5_moe softmax, the top-k chosen on softmax + e_score_correction_bias, which is an nn.Parameter
+                 (requires_grad false, but a parameter), renormalised by the clamped sum (clamp at moe_norm_min
+                 never binds at a generic point); moe_num_shared_experts shared experts (Ernie4_5_MoeSparseMoeBlock)
+    flint        top-k of sigmoid scores, renormalised by default (FlintTopKRouter), a shared expert of
+                 shared_expert_intermediate_size without a gate
+    minimax_m2   sigmoid scores chosen with an e_score_correction_bias buffer, always renormalised
+                 (MiniMaxM2TopKRouter)
+    dbrx         softmax, moe_top_k, divided by the moe_normalize_expert_weights-norm (default 1; null: not
+                 normalised) of the chosen (DbrxFFN.route_tokens_to_experts)
+    phimoe       sparsemixer (PhimoeTopKRouter, eval): two experts, the best and the best of the rest, each
+                 weighted by a softmax over the logits within 2 router_jitter_noise (relative) of it; at a generic
+                 point the router is seen only on the tokens whose top logits lie that close, so what it leaves
+                 free depends on the data: recorded as not modelled
 """
 
 from __future__ import annotations
@@ -41,8 +65,59 @@ def experts(
         )
     if model_type in ("deepseek_v2", "deepseek_v3"):
         return _deepseek(cfg, model_type, common, not_modelled)
+    if model_type in V3_ROUTER:
+        return _v3_router(cfg, model_type, common)
+    if model_type == "qwen2_moe":
+        width = read_int(cfg, "shared_expert_intermediate_size")
+        norm = read_flag(cfg, "norm_topk_prob", False)
+        return MoESpec(**common, norm_topk_prob=norm, n_shared=1, shared_width=width, shared_expert_gate=True)
+    if model_type in ("olmoe", "flex_olmo"):
+        return MoESpec(**common, norm_topk_prob=read_flag(cfg, "norm_topk_prob", False))
+    if model_type in ("granitemoe", "granitemoeshared", "granitemoe_swa"):
+        width = read_int(cfg, "shared_intermediate_size", default=0, minimum=0) if model_type != "granitemoe" else 0
+        return MoESpec(**common, scoring="topk_softmax", n_shared=int(width > 0), shared_width=width)
+    if model_type == "ernie4_5_moe":
+        shared = read_int(cfg, "moe_num_shared_experts", default=0, minimum=0)
+        return MoESpec(**common, norm_topk_prob=True, selection_bias=True, n_shared=shared)
+    if model_type == "dbrx":
+        p = cfg.get("moe_normalize_expert_weights", 1.0)
+        p = None if p is None else read_float(cfg, "moe_normalize_expert_weights", positive=True)
+        return MoESpec(**common, norm_topk_prob=p is not None, topk_norm=p or 1.0)
+    if model_type == "flint":  # top-k of sigmoid scores, renormalised by default, a shared expert (FlintSparseMoeBlock)
+        width = read_int(cfg, "shared_expert_intermediate_size", default=1024)
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=read_flag(cfg, "norm_topk_prob", True), n_shared=1,
+                       shared_width=width)  # fmt: skip
+    if model_type == "minimax_m2":  # sigmoid, chosen with the e_score_correction_bias buffer, renormalised
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True)
+    if model_type == "phimoe":
+        why = "sparsemixer routing: the router is seen only on tokens whose top logits lie within 2 router_jitter_noise"
+        not_modelled.append(("router_jitter_noise", why + " of each other, so what it leaves free depends on the data"))
+        return MoESpec(**{**common, "top_k": 2})
     not_modelled.append(("model_type", f"the mixture of experts of {model_type!r} is not modelled"))
     return MoESpec(**common)
+
+
+# model type -> (n_group, topk_group, norm_topk_prob, routed_scaling_factor, shared-experts key, its default):
+# the class defaults of the classes that reuse DeepSeek-V3's router (configuration_<type>.py)
+V3_ROUTER = {
+    "glm4_moe": (1, 1, True, 1.0, "n_shared_experts", 1),
+    "glm4_moe_lite": (1, 1, True, 1.8, "n_shared_experts", 1),
+    "solar_open": (1, 1, True, 1.0, "n_shared_experts", 1),
+    "sarvam_moe": (1, 1, True, 2.5, "n_shared_experts", 1),
+    "dots1": (1, 1, False, 1.0, "n_shared_experts", None),
+    "exaone_moe": (1, 1, True, 2.5, "num_shared_experts", 1),
+    "mimo_v2_flash": (1, 1, True, 1.0, None, 0),  # MiMoV2FlashMoE drops the shared experts
+}
+
+
+def _v3_router(cfg: dict, model_type: str, common: dict) -> MoESpec:
+    n_group, topk_group, norm, rho, shared_key, shared = V3_ROUTER[model_type]
+    return MoESpec(
+        **common, scoring="sigmoid", norm_topk_prob=read_flag(cfg, "norm_topk_prob", norm),
+        n_group=read_int(cfg, "n_group", default=n_group), topk_group=read_int(cfg, "topk_group", default=topk_group),
+        routed_scaling_factor=read_float(cfg, "routed_scaling_factor", default=rho, positive=True),
+        n_shared=(read_int(cfg, shared_key, default=shared, minimum=0) or 0) if shared_key else 0,
+    )  # fmt: skip
 
 
 def _deepseek(cfg: dict, model_type: str, common: dict, not_modelled: list) -> MoESpec:

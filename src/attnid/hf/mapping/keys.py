@@ -188,3 +188,15 @@ def mlp_kind(activation: str, gated: bool, key: str = "hidden_act") -> str:
     elif activation in UNGATED:
         return UNGATED[activation]
     raise SpecError(key, f"MLP activation {activation!r} ({'gated' if gated else 'ungated'}) is not modelled")
+
+
+def routed_layers(cfg: dict, n_layers: int, first_dense: int) -> list[bool]:
+    """Which blocks route to experts: `mlp_layer_types` ('dense' / 'sparse' per layer) when given, else every
+    block from first_k_dense_replace (default `first_dense`) on (DeepSeek-V3, GLM-4.5, EXAONE-MoE)."""
+    kinds = cfg.get("mlp_layer_types")
+    if kinds is None:
+        first = read_int(cfg, "first_k_dense_replace", default=first_dense, minimum=0)
+        return [i >= first for i in range(n_layers)]
+    if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"dense", "sparse"}:
+        raise SpecError("mlp_layer_types", f"must list 'dense' or 'sparse' for each of the {n_layers} layers")
+    return [kind == "sparse" for kind in kinds]

@@ -2,10 +2,16 @@
 
 Attention and MLP read the same stream (h = h + Attn(Norm_1 h) + MLP(Norm_2 h)). What the classes fix:
 
-    GPT-J      one norm for both branches; q/k/v/out_proj without bias; rotary_dim (null: the whole head);
-               the lm_head is a Linear with a bias (GPTJForCausalLM)
+    GPT-J      one norm for both branches; q/k/v/out_proj without bias; rotary_dim (class default 64,
+               null: the whole head); the lm_head is a Linear with a bias (GPTJForCausalLM)
+    CodeGen    GPT-J's block (modular_codegen.py: CodeGenAttention is GPT-J's with one fused qkv_proj, its
+               rows split in mp_num = 4 chunks of (query, value, key): a permutation of the same maps)
     GPT-NeoX   two norms when use_parallel_residual (default true), else sequential; rotary_pct (0.25);
                attention_bias (default true) on every projection
+    GPT-NeoX-Japanese  sequential blocks (GPTNeoXJapaneseLayer); query_key_value and dense without bias, except
+               the last layer's dense_bias (use_bias = layer_number == num_hidden_layers - 1); an MLP without
+               bias, d * intermediate_multiple_size wide; the rotated share from rope_parameters or the legacy
+               rotary_pct (default 1.0); tied embeddings by default
     Phi        one norm; biases on every projection; partial_rotary_factor (0.5); qk_layernorm: per-head
                q/k LayerNorm; the lm_head has a bias
     Falcon     legacy RefinedWeb(Model) keys (n_head, n_head_kv, n_layer, n_embed), which FalconConfig
@@ -20,7 +26,7 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 
-MODEL_TYPES = ("gptj", "gpt_neox", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
+MODEL_TYPES = ("gptj", "codegen", "gpt_neox", "gpt_neox_japanese", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
 
 
 def _ungated(cfg: dict, key: str, default: str, width: int, bias: bool) -> MLPSpec:
@@ -29,7 +35,7 @@ def _ungated(cfg: dict, key: str, default: str, width: int, bias: bool) -> MLPSp
 
 def gptj(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     d, H, n_layers = read_int(cfg, "n_embd", "hidden_size"), read_int(cfg, "n_head"), read_int(cfg, "n_layer")
-    p = read_int(cfg, "rotary_dim", default=d // H)
+    p = d // H if cfg.get("rotary_dim", 64) is None else read_int(cfg, "rotary_dim", default=64)
     attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, causal=True)
     mlp = _ungated(cfg, "activation_function", "gelu_new", read_int(cfg, "n_inner", default=4 * d), True)
     fields = {
@@ -51,6 +57,23 @@ def gpt_neox(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "parallel": read_flag(cfg, "use_parallel_residual", True), "tied": read_flag(cfg, "tie_word_embeddings", False),
     }  # fmt: skip
     return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
+
+
+def gpt_neox_japanese(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    d, H, _, k = head_sizes(cfg)
+    n_layers = read_int(cfg, "num_hidden_layers")
+    p = int(k * partial_factor(cfg, "rotary_pct", 1.0)) // 2 * 2
+    mlp = _ungated(cfg, "hidden_act", "gelu", d * read_int(cfg, "intermediate_multiple_size", default=4), False)
+    layers = []
+    for i in range(n_layers):
+        biases = "o" if i == n_layers - 1 else ""
+        attention = AttentionSpec(d_model=d, n_heads=H, rope_dims=p, biases=biases, causal=True, rope_base=rope(cfg))
+        layers.append(LayerSpec(attention, mlp))
+    fields = {
+        "positions": "rope", "norm": "layernorm", "norm_bias": True, "norm_eps": read_float(cfg, "layer_norm_eps", default=1e-5),
+        "tied": read_flag(cfg, "tie_word_embeddings", True),
+    }  # fmt: skip
+    return layers, fields
 
 
 def phi(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
@@ -105,7 +128,9 @@ def falcon(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 MAPPERS = {
     "gptj": gptj,
+    "codegen": gptj,
     "gpt_neox": gpt_neox,
+    "gpt_neox_japanese": gpt_neox_japanese,
     "phi": phi,
     **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), falcon),
 }

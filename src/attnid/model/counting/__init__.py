@@ -17,6 +17,7 @@ because they act on different coordinates. Each source is one function, its prop
     mlp_hidden, moe_hidden_units    hidden_scalings                                    .mlp
     mlp_norm_scale                  sub_norm_scales (BitNet's norm on the hidden units) .mlp
     moe_router                      router_shifts                                      .mlp
+    moe_selection_bias              selection_bias                                     .mlp
     embeddings                      position_shift (pre-LN; post-LN in post_ln_terms)  .embeddings
     embedding_norm                  embedding_norm_terms                               .embeddings
     token_types, tied_shift, mlm_head  head_and_type_terms                             .embeddings

@@ -15,8 +15,10 @@ wrong number. The ranges:
   NanoChat's (RMSNorm without a gain);
 * latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
   fewer tokens than its rank;
-* mixtures of experts outside pre-LN sequential RMSNorm blocks (a LayerNorm's centring or a parallel
-  block would meet the router's shift and the routed constants in ways not derived);
+* mixtures of experts outside pre-LN sequential blocks, or with expert biases behind a LayerNorm (a parallel
+  block, or a LayerNorm's centring, would meet the routed constants in ways not derived);
+* fixed sinusoidal positions outside pre-LN blocks with input norms, gains and a final norm, or with an
+  embedding norm or latent attention;
 * sublayer output norms other than RMSNorm; a post-LN model with a final norm;
 * norms without a gain outside sequential pre-LN blocks, with output norms, or tied behind a LayerNorm;
   blocks without input norms other than OLMo-2's (RMSNorm output norms with gains); a norm on the MLP's
@@ -36,6 +38,7 @@ def check_countable(spec) -> None:
     for field, why in spec.not_modelled:
         raise SpecError(field, why)
     _check_embedding_side(spec)
+    _check_sinusoidal(spec)
     _check_latent(spec)
     _check_experts(spec)
     _check_norm_kinds(spec)
@@ -88,6 +91,21 @@ def _check_norm_kinds(spec) -> None:
         raise SpecError("input_norms", "blocks without input norms are modelled with RMSNorm output norms only")
 
 
+def _check_sinusoidal(spec) -> None:
+    if spec.positions != "sinusoidal":
+        return
+    for field, bad, why in (
+        ("norm_position", spec.norm_position != "pre", "are modelled in pre-LN blocks only"),
+        ("final_norm", not spec.final_norm, "are modelled with a final norm only"),
+        ("embedding_norm", spec.embedding_norm, "are modelled without an embedding norm"),
+        ("kv_lora_rank", any(x.attention.kv_lora_rank for x in spec.layer_specs), "are modelled without latent attention"),
+        ("norm_gain", not spec.norm_gain, "are modelled with norm gains only"),
+        ("input_norms", not spec.input_norms, "are modelled with input norms only"),
+    ):
+        if bad:
+            raise SpecError(field, f"fixed sinusoidal positions {why}")
+
+
 def _check_latent(spec) -> None:
     latent = [(i, x.attention) for i, x in enumerate(spec.layer_specs) if x.attention.kv_lora_rank]
     if not latent:
@@ -109,9 +127,10 @@ def _check_latent(spec) -> None:
 
 
 def _check_experts(spec) -> None:
-    if not any(isinstance(x.mlp, MoESpec) for x in spec.layer_specs):
+    experts = [x.mlp for x in spec.layer_specs if isinstance(x.mlp, MoESpec)]
+    if not experts:
         return
-    if spec.norm != "rmsnorm":
-        raise SpecError("moe", f"mixture-of-experts blocks are modelled with RMSNorm only, not {spec.norm}")
     if spec.norm_position != "pre" or spec.parallel:
         raise SpecError("moe", "mixture-of-experts blocks are modelled in pre-LN sequential blocks only")
+    if spec.norm == "layernorm" and any(m.expert_bias for m in experts):
+        raise SpecError("moe", "experts with biases behind a LayerNorm are not modelled (their routed constants)")

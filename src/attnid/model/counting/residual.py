@@ -79,6 +79,14 @@ def residual_gauge(spec, stream: Stream) -> tuple[int, int]:
     the LayerNorm gauge also shears the stream along 1, h -> h + (h . v) 1, and scales that direction (d
     more), and no norm makes c invisible. A tied unembedding (U = E^T) keeps only what maps E^T correctly:
     the scale with a final norm, the rotations without one.
+    Proposition (fixed sinusoidal positions). The stream starts at s E_t + S_t with S fixed, so the gauge keeps
+    only the c R that E can follow: c (s E_t + S_t) R = s E'_t + S_t at every position t in use, i.e. E' = c E R +
+    v / s with v = S_t (c R - I) the same at every t (C: the centring of a LayerNorm, its 1-part unseen). So
+    c = 1 and R fixes the differences C (S_t - S_0): the rotations of the d_c - r dims orthogonal to the
+    r = min(T - 1, d_c) they span (generic: T distinct positions, d / 2 distinct frequencies), (d_c - r)(d_c - r - 1)
+    / 2 of them, and no scale; none with a tied head (E' = E R + v / s must also read the final norm). Real
+    models (T > d) keep none in exact arithmetic; in float64 the table's rows are nearly dependent (its low
+    frequencies turn by little over T positions), which the mappings record (`attnid.hf.mapping.opt`).
     Proposition (sublayer output norms, Gemma-2/3). A norm on each sublayer's output makes the scale of
     W_O and of W_down invisible (2 per block, weak for eps > 0); their gains write into the stream, and
     diag(g) R is diagonal only for R = I: no rotation survives. Without input norms (OLMo-2) the sublayers'
@@ -88,7 +96,10 @@ def residual_gauge(spec, stream: Stream) -> tuple[int, int]:
     on the embeddings (NanoChat) fixes the stream's start Norm(E_t): its scale is seen, no c survives.
     """
     rotations = stream.d_c * (stream.d_c - 1) // 2
-    if spec.tied:
+    if spec.positions == "sinusoidal":  # a final norm is required (limits): only the rotations fixing the table
+        free = stream.d_c - min(spec.seq_len - 1, stream.d_c)
+        rotations, scales = (0 if spec.tied else free * (free - 1) // 2), 0
+    elif spec.tied:
         if not spec.final_norm:
             rotations, scales = rotations, 0
         else:

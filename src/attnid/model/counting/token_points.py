@@ -10,8 +10,8 @@ they do (d_c = d - 1 after a LayerNorm, d after an RMSNorm; V = vocab):
   (:func:`qk_norm_token_points`);
 * the latents of multi-head latent attention (:func:`latent_token_points`).
 
-Later blocks read mixtures over the context: generic inputs. Learned positions make V T distinct inputs:
-nothing is added.
+Later blocks read mixtures over the context: generic inputs. Learned or sinusoidal positions make V T distinct
+inputs: nothing is added.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _reading_shifts(spec) -> bool:
 def table_excess(spec, d_c: int, d_out: int, d_const: int) -> int:
     """max(0, reach + k + shift - V d_out) of :func:`first_mlp_table`, without its refusals (0 unless a pre-LN
     parallel block without learned positions)."""
-    if not spec.parallel or spec.positions == "learned" or spec.norm_position != "pre":
+    if not spec.parallel or spec.adds_positions or spec.norm_position != "pre":
         return 0
     first = spec.layer_specs[0]
     a, V = first.attention, spec.vocab_size
@@ -127,7 +127,7 @@ def qk_norm_token_points(spec) -> tuple[int, int]:
     rms_all: those few-token ranges are refused. A real model (V >> d) has none.
     """
     a = spec.layer_specs[0].attention
-    if a.qk_norm == "none" or a.kv_lora_rank or spec.positions == "learned":
+    if a.qk_norm == "none" or a.kv_lora_rank or spec.adds_positions:
         return 0, 0
     V, d, ln = spec.vocab_size, spec.d_model, spec.norm == "layernorm"
     beta = ln and spec.norm_bias
