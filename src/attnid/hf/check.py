@@ -39,10 +39,12 @@ from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
+from .coverage import ENCODERS
 from .mapping import model_spec, model_type, text_config
 
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
 WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
+POSITIONS = 64  # the position range of a model without learned positions; no size the shrinker sets is above it
 # (keys, value): every key present in the config (or its class defaults) is set to the value
 FIXED = (
     (("hidden_size", "n_embd", "d_model"), WIDTH),
@@ -133,7 +135,7 @@ def tiny_config(cfg: dict) -> dict:
     if isinstance(tiny.get("mlp_only_layers"), list):
         tiny["mlp_only_layers"] = [kept.index(i) for i in tiny["mlp_only_layers"] if i in kept]
     _set(tiny, defaults, LAYER_KEYS, len(kept))
-    _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else 64)
+    _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
     return tiny
 
 
@@ -142,28 +144,43 @@ def real_class(cfg: dict) -> str:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
-    if mt == "bert":
-        return "BertForMaskedLM"
+    if mt in ENCODERS:
+        return ENCODERS[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise SpecError("model_type", f"{mt!r}: transformers registers no causal LM class for it")
     return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
 
 
-def _refuse_if_large(cls_name: str, tiny: dict) -> None:
-    """SpecError naming the largest integer key left when the tiny model still has too many parameters."""
+def meta_params(cls_name: str, tiny: dict) -> int:
+    """How many parameters the class `cls_name` has when built from the config mapping `tiny` (on the meta
+    device: no memory, no weights drawn; tied weights counted once)."""
     import transformers
 
     from ..model.real import real_config
 
     with torch.device("meta"):
         model = getattr(transformers, cls_name)(real_config(tiny))
-    size = sum(p.numel() for p in model.parameters())
-    if size > MAX_TINY_PARAMS:
-        numbers = {k: v for k, v in tiny.items() if isinstance(v, int) and not isinstance(v, bool) and v > 64}
-        key = max(numbers, key=numbers.get) if numbers else "config"
-        raise SpecError(
-            key, f"cannot shrink this config: {numbers.get(key, '')} keeps the tiny model at {size:,} params"
-        )
+    return sum(p.numel() for p in model.parameters())
+
+
+def _refuse_if_large(cls_name: str, tiny: dict) -> None:
+    """SpecError naming the key that keeps the tiny model large when it has more than MAX_TINY_PARAMS parameters:
+    of the integer keys above every size the shrinker sets (POSITIONS), the one whose setting to 1 removes the most."""
+    size = meta_params(cls_name, tiny)
+    if size <= MAX_TINY_PARAMS:
+        return
+    removed = {}
+    for key, value in tiny.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > POSITIONS:
+            try:
+                removed[key] = size - meta_params(cls_name, {**tiny, key: 1})
+            except Exception:  # the class refuses 1 for this key: it is not the one
+                continue
+    key = max(removed, key=removed.get) if removed and max(removed.values()) > 0 else "config"
+    held = f"{key} = {tiny[key]:,}" if key in tiny else "a key the shrinker does not know"
+    raise SpecError(
+        key, f"cannot shrink this config: {held} keeps the tiny model at {size:,} parameters (at most {MAX_TINY_PARAMS:,})"
+    )
 
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:

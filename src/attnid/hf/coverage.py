@@ -1,0 +1,136 @@
+"""Every model type of the installed `transformers`, classified: mapped (its whole model counted, or its
+attention layers only) or refused, with a one-line reason that is true of that type's code.
+
+The types: every causal LM the installed `transformers` registers (`MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`)
+and the encoders the mapping supports (BERT, checked as BertForMaskedLM). A mapping alias that is no
+`transformers` model type (Falcon's legacy RefinedWeb keys) is not listed. Each type, first match wins:
+
+    mapped    in attnid.hf.mapping.SUPPORTED_MODEL_TYPES. `counted` says how much of the class's default
+              config (`transformers.CONFIG_MAPPING[t]()`, as `attnid check --model-type` builds it) is
+              counted: `whole model`, or `layers only` when its ModelSpec records what it does not model
+              (`not_modelled`) or `count_model` refuses it, or `default config refused` when it does not map
+    refused   the reason of the mapping family that examined the type (a module of attnid.hf.mapping
+              exporting REFUSED = {model_type: reason}), else the reason of attnid.hf.refusals.REASONS, read
+              from the type's code in the installed `transformers`
+
+A reason starts with its category, one of attnid.hf.refusals.CATEGORIES, then ': ' and what that type's
+code does (a family's reason without a known category is counted under `other`). A type both mapped and
+refused by a family is a bug of the families and stops `coverage()`; a REASONS entry of a type that a
+family now maps or refuses is superseded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections import Counter
+
+from ..errors import SpecError
+from . import mapping
+from .mapping import MAPPERS, SUPPORTED_MODEL_TYPES, model_spec
+from .refusals import CATEGORIES, REASONS
+
+ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
+OTHER = "other"  # the category of a family's reason that names none of CATEGORIES
+
+
+def families() -> list[tuple[str, object]]:
+    """(name, module) of every module of attnid.hf.mapping (one family each), by name."""
+    found = sorted(pkgutil.iter_modules(mapping.__path__), key=lambda m: m.name)
+    return [(info.name, importlib.import_module(f"{mapping.__name__}.{info.name}")) for info in found]
+
+
+def family_refusals(modules=None) -> dict[str, str]:
+    """model_type -> reason, from every family module (default: families()) that defines REFUSED; a type that is
+    also mapped, or refused by two families, stops it (RuntimeError naming the type)."""
+    refused: dict[str, str] = {}
+    for name, family in families() if modules is None else modules:
+        for mt, reason in getattr(family, "REFUSED", {}).items():
+            if mt in MAPPERS:
+                raise RuntimeError(f"model_type {mt!r} is both mapped and refused (family {name})")
+            if mt in refused:
+                raise RuntimeError(f"model_type {mt!r} is refused by two families ({name} and another)")
+            if not isinstance(reason, str) or not reason.strip():
+                raise RuntimeError(f"model_type {mt!r}: family {name} refuses it without a reason")
+            refused[mt] = reason
+    return refused
+
+
+def model_types() -> dict[str, str]:
+    """model_type -> the `transformers` class the check builds: every registered causal LM, and ENCODERS."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return dict(sorted({**MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, **ENCODERS}.items()))
+
+
+def category_of(reason: str) -> str:
+    """The category a reason starts with (`other` when it names none of CATEGORIES)."""
+    head = reason.split(":", 1)[0].strip()
+    return head if head in CATEGORIES else OTHER
+
+
+def default_config(mt: str) -> dict:
+    """The default config of a model type: its config class's defaults (what `attnid check --model-type` reads).
+    The class's warnings about its own defaults (token ids outside a small vocabulary) are not shown."""
+    from transformers import CONFIG_MAPPING
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        return {**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt}
+    finally:
+        logging.set_verbosity(level)
+
+
+def counted(mt: str) -> tuple[str, str]:
+    """(how much of a mapped type's default config is counted, why not more): `whole model`, `layers only`
+    or `default config refused` (module docstring)."""
+    from ..model.counting import count_model
+
+    try:
+        spec = model_spec(default_config(mt))
+    except SpecError as err:
+        return "default config refused", f"it does not map: {err}"
+    if spec.not_modelled:
+        return "layers only", "; ".join(f"{key}: {why}" for key, why in spec.not_modelled)
+    try:
+        count_model(spec)
+    except SpecError as err:
+        return "layers only", str(err)
+    return "whole model", ""
+
+
+def classify(mt: str, refusals: dict[str, str] | None = None) -> dict:
+    """{model_type, status, category, reason, counted}: one type's row (module docstring)."""
+    refusals = family_refusals() if refusals is None else refusals
+    if mt in MAPPERS:
+        how, why = counted(mt)
+        family = MAPPERS[mt].__module__.rpartition(".")[2]
+        reason = f"mapped (family {family}): {how}" + (f"; {why}" if why else "")
+        return {"model_type": mt, "status": "mapped", "category": "mapped", "reason": reason, "counted": how}
+    reason = refusals.get(mt) or REASONS.get(mt) or "not examined: no family and no entry of REASONS names it"
+    return {"model_type": mt, "status": "refused", "category": category_of(reason), "reason": reason, "counted": ""}
+
+
+def coverage() -> list[dict]:
+    """One row per model type of the installed `transformers` (model_types()), sorted by model type."""
+    refusals = family_refusals()
+    return [{**classify(mt, refusals), "class": cls} for mt, cls in model_types().items()]
+
+
+def summary(rows: list[dict]) -> dict:
+    """How many types: in all, mapped (whole model / layers only / default config refused), refused by category."""
+    mapped = [r for r in rows if r["status"] == "mapped"]
+    by_category = Counter(r["category"] for r in rows if r["status"] == "refused")
+    order = [*CATEGORIES, OTHER]
+    return {
+        "types": len(rows),
+        "mapped": len(mapped),
+        "mapped_counted": dict(Counter(r["counted"] for r in mapped)),
+        "refused": sum(by_category.values()),
+        "refused_by_category": {c: by_category[c] for c in order if by_category[c]},
+    }
+
+
+__all__ = ["CATEGORIES", "ENCODERS", "REASONS", "SUPPORTED_MODEL_TYPES", "classify", "coverage", "summary"]
