@@ -14,7 +14,8 @@ eager attention, float64 kept through the library's casts: `attnid.model.real`),
   `attnid.model.count_model` at the tiny size;
 
 each with its singular-value gap and margin and, where a norm has eps > 0, its weakly identified
-dimension (measured against an eps = 0 twin at the same weights). A row's verdict is `agree`,
+dimension (measured against an eps = 0 twin at the same weights; an eps below MIN_EPS, whose weak directions
+the rank tolerance cannot see, is measured at MIN_EPS, which changes no count). A row's verdict is `agree`,
 `disagree` (the numbers decide: gap >= MIN_GAP and margin >= MIN_MARGIN decades, and measured != count
 or P != the spec's P) or `undecided`. A config is untrusted input: it is read as JSON, only the local
 code of the installed `transformers` builds it (never `trust_remote_code`, never a download: the check
@@ -43,6 +44,9 @@ from .coverage import ENCODERS
 from .mapping import model_spec, model_type, text_config
 
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
+# A norm eps below this is measured at this value: the weakly identified directions' singular values scale with
+# eps and would fall under the rank tolerance (BERT's 1e-12); every count is the same for any eps > 0.
+MIN_EPS = 1e-6
 WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
 POSITIONS = 64  # the position range of a model without learned positions; no size the shrinker sets is above it
 # (keys, value): every key present in the config (or its class defaults) is set to the value
@@ -116,11 +120,14 @@ def tiny_config(cfg: dict) -> dict:
             tiny["rotary_dim"] = WIDTH // H // 2
     if tiny.get("q_lora_rank"):
         tiny["q_lora_rank"] = 6
-    for key in ("n_group", "topk_group"):
-        if tiny.get(key):
+    if a.kv_lora_rank:  # sizes DeepseekV3Config derives (a default config lists them): the rotary dim, the q/k head
+        rope, nope = tiny["qk_rope_head_dim"], tiny["qk_nope_head_dim"]
+        for key, value in (("head_dim", rope), ("qk_head_dim", nope + rope)):
+            if key in tiny:
+                tiny[key] = value
+    for key in ("n_group", "topk_group", "first_k_dense_replace"):  # set in the config or by its class's defaults
+        if tiny.get(key, defaults.get(key)):
             tiny[key] = 1
-    if tiny.get("first_k_dense_replace"):
-        tiny["first_k_dense_replace"] = 1
     if tiny.get("sliding_window"):
         tiny["sliding_window"] = WINDOW
     n_layers = spec.n_layers
@@ -321,9 +328,10 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
     cls_name = real_class(tiny)
     _refuse_if_large(cls_name, tiny)
     spec = model_spec(tiny, seq_len=SEQ_LEN)
+    measured_eps = MIN_EPS if 0 < smallest_eps(spec) < MIN_EPS else None  # None: the config's own
 
     def build(eps, seed=seed):
-        return build_real_model(cls_name, tiny, seed, eps)
+        return build_real_model(cls_name, tiny, seed, measured_eps if eps is None else eps)
 
     rows, seen = [], []
     for i, block in enumerate(spec.layer_specs):
@@ -332,6 +340,7 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         seen.append(block.attention)
         max_len = spec.seq_len if spec.positions == "learned" else None  # positions the table holds
         rows.append(check_layer(build, i, block.attention, seed, oversample, max_len))
+        rows[-1]["measured_eps"] = measured_eps
         _log(log, rows[-1])
     if whole:
         try:
@@ -339,9 +348,15 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         except SpecError as err:
             rows.append({"part": "whole model", "spec": spec.label, "verdict": "refused", "reason": str(err)})
         else:
-            rows.append(_check_whole(cls_name, spec, build, seed, oversample))
+            rows.append({**_check_whole(cls_name, spec, build, seed, oversample), "measured_eps": measured_eps})
         _log(log, rows[-1])
     return rows
+
+
+def smallest_eps(spec) -> float:
+    """The smallest eps > 0 of the model's norms and its layers' q/k norms (0 when none has one)."""
+    values = [spec.norm_eps] + [b.attention.norm_eps for b in spec.layer_specs if b.attention.has_norm]
+    return min((v for v in values if v > 0), default=0.0)
 
 
 def _check_whole(cls_name: str, spec, build, seed: int, oversample: float) -> dict:

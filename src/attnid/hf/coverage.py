@@ -83,6 +83,22 @@ def default_config(mt: str) -> dict:
         logging.set_verbosity(level)
 
 
+def checked_config(mt: str) -> tuple[str, dict]:
+    """(where it comes from, config mapping) that the coverage self-check measures for a mapped type: its default
+    config, or, where that does not map, the first stored published config of that type (attnid.hf.STORED)."""
+    from . import STORED, stored_config
+
+    cfg = default_config(mt)
+    try:
+        model_spec(cfg)
+    except SpecError:
+        for name in STORED:
+            if stored_config(name)["model_type"] == mt:
+                return name, stored_config(name)
+        raise
+    return "default", cfg
+
+
 def counted(mt: str) -> tuple[str, str]:
     """(how much of a mapped type's default config is counted, why not more): `whole model`, `layers only`
     or `default config refused` (module docstring)."""
