@@ -149,4 +149,99 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-__all__ = ["CATEGORIES", "ENCODERS", "REASONS", "SUPPORTED_MODEL_TYPES", "classify", "coverage", "summary"]
+
+
+COUNTED = ("whole model", "layers only", "default config refused")  # how much of a mapped type is counted
+
+
+def coverage_by_category(rows):
+    """DataFrame (class, count, types): the mapped types by how much is counted (COUNTED), then the refused ones by
+    category (CATEGORIES, then OTHER); `rows` as coverage() gives them (or their DataFrame). Empty classes left out."""
+    import pandas as pd
+
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    classes = [("mapped", f"mapped: {how}", lambda r, how=how: r["counted"] == how) for how in COUNTED]
+    classes += [("refused", f"refused: {c}", lambda r, c=c: r["category"] == c) for c in (*CATEGORIES, OTHER)]
+    out = []
+    for status, name, member in classes:
+        types = sorted(r["model_type"] for r in records if r["status"] == status and member(r))
+        if types:
+            out.append({"class": name, "count": len(types), "types": ", ".join(types)})
+    return pd.DataFrame(out, columns=["class", "count", "types"])
+
+
+# The columns of one self-check row in results/<preset>/hf/coverage.csv (attnid.hf.check's rows, flattened).
+CHECK_COLUMNS = (
+    "model_type", "config", "part", "spec", "verdict", "P", "P_spec", "count", "measured", "measured_half",
+    "weak_count", "weak_measured", "gap", "margin", "measured_eps", "seconds", "reason",
+)  # fmt: skip
+PASSING = ("agree", "refused")  # a refused row is a part the count refuses (its layers only are counted)
+
+
+def check_rows(mt: str, seed: int = 0, oversample: float = 3.0) -> list[dict]:
+    """The self-check of one mapped type (attnid.hf.check.check_config of checked_config(mt)), one row per part with
+    CHECK_COLUMNS. A config the check refuses is one `refused` row, and a failure of the transformers class on the
+    shrunk config one `error` row, each with the reason, so that one type never hides the others."""
+    import time
+
+    from .check import check_config
+
+    start = time.perf_counter()
+    where = "default"
+    try:
+        where, cfg = checked_config(mt)
+        rows = check_config(cfg, seed=seed, oversample=oversample)
+    except SpecError as err:
+        rows = [{"part": "config", "verdict": "refused", "reason": str(err)}]
+    except Exception as err:  # the library's own class failed on the shrunk config
+        rows = [{"part": "config", "verdict": "error", "reason": f"{type(err).__name__}: {err}"}]
+    if "seconds" not in rows[0]:
+        rows[0]["seconds"] = time.perf_counter() - start
+    return [{key: {"model_type": mt, "config": where, **row}.get(key) for key in CHECK_COLUMNS} for row in rows]
+
+
+def check_failures(rows: list[dict]) -> str:
+    """One line per self-check row that disagrees, is undecided or failed ('' when every row passes)."""
+    bad = [r for r in rows if r["verdict"] not in PASSING]
+
+    def line(r):
+        numbers = f"P={r['P']} (spec {r['P_spec']}) count={r['count']} measured={r['measured']}"
+        return f"{r['model_type']} ({r['config']}) {r['part']}: {r['verdict']}; " + (r["reason"] or numbers)
+
+    return "\n".join(line(r) for r in bad)
+
+
+def mapped_types() -> list[str]:
+    """The mapped types that are model types of the installed `transformers` (not Falcon's legacy aliases)."""
+    from transformers import CONFIG_MAPPING
+
+    return [mt for mt in SUPPORTED_MODEL_TYPES if mt in CONFIG_MAPPING]
+
+
+def _check_one(args: tuple) -> list[dict]:
+    import torch
+
+    torch.set_num_threads(1)  # one core per worker: the Jacobians are small, the workers run side by side
+    return check_rows(*args)
+
+
+def check_types(model_types, seed: int = 0, oversample: float = 3.0, workers: int = 1, log=None) -> list[dict]:
+    """check_rows of each model type ("mapped": mapped_types()), `workers` types at a time in worker processes,
+    in the order given; log(line) after each type. The workers are spawned (never forked from a process that may
+    hold torch's threads), so a calling script keeps its work under `if __name__ == "__main__":`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from contextlib import nullcontext
+
+    types = mapped_types() if model_types == "mapped" else list(model_types)
+    jobs = [(mt, seed, oversample) for mt in types]
+    rows = []
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=spawn) if workers > 1 else nullcontext() as pool:
+        results = pool.map(_check_one, jobs) if pool is not None else map(_check_one, jobs)
+        for mt, found in zip(types, results, strict=True):
+            rows += found
+            if log is not None:
+                seconds = sum(r["seconds"] or 0 for r in found)
+                log(f"{mt}: " + ", ".join(f"{r['part']} {r['verdict']}" for r in found) + f" ({seconds:.0f} s)")
+    return rows
