@@ -6,27 +6,36 @@ and names a type that exists, and the families' own refusals win over the table.
 """
 
 import json
+import runpy
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from attnid.cli import main
 from attnid.hf.coverage import (
     CATEGORIES,
+    CHECK_COLUMNS,
+    COUNTED,
     ENCODERS,
     OTHER,
     REASONS,
     category_of,
+    check_failures,
     classify,
     coverage,
+    coverage_by_category,
     family_refusals,
     model_types,
     summary,
 )
 from attnid.hf.mapping import MAPPERS
+from attnid.workflow_config import semantic_errors
 
-COUNTED = {"whole model", "layers only", "default config refused"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +101,54 @@ def test_json_lists_every_type_and_the_summary(rows, capsys):
     assert out["summary"] == summary(rows)
     assert out["summary"]["mapped"] + out["summary"]["refused"] == out["summary"]["types"]
     assert sum(out["summary"]["refused_by_category"].values()) == out["summary"]["refused"]
+
+
+def _row(verdict, **fields):
+    return {**dict.fromkeys(CHECK_COLUMNS), "model_type": "gpt2", "config": "default", "part": "whole model",
+            "verdict": verdict, "P": 10, "P_spec": 10, "count": 3, "measured": 2, **fields}  # fmt: skip
+
+
+def test_check_failures_name_every_part_that_does_not_agree():
+    assert check_failures([_row("agree"), _row("refused", reason="count_model refuses it")]) == ""
+    message = check_failures([_row("agree"), _row("disagree"), _row("undecided"), _row("error", reason="boom")])
+    lines = message.splitlines()
+    assert len(lines) == 3 and lines[0] == "gpt2 (default) whole model: disagree; P=10 (spec 10) count=3 measured=2"
+    assert lines[2].endswith("error; boom")
+
+
+def test_the_coverage_rule_fails_and_writes_nothing_when_a_part_disagrees(tmp_path, monkeypatch):
+    import attnid.hf.coverage as coverage_module
+
+    monkeypatch.setattr(coverage_module, "check_types", lambda *args, **kwargs: [_row("agree"), _row("disagree")])
+    fake = SimpleNamespace(
+        log=[str(tmp_path / "hf_coverage.log")], threads=1, output=[str(tmp_path / "coverage.csv")],
+        params=SimpleNamespace(cfg={"coverage": ["gpt2"], "seed": 0, "oversample": 3.0}),
+    )  # fmt: skip
+    streams = sys.stdout, sys.stderr, sys.excepthook
+    try:
+        with pytest.raises(SystemExit, match="gpt2 \\(default\\) whole model: disagree"):
+            runpy.run_path(str(ROOT / "workflow/scripts/hf_coverage.py"), init_globals={"snakemake": fake},
+                           run_name="__main__")  # fmt: skip
+    finally:
+        sys.stdout.close()
+        sys.stdout, sys.stderr, sys.excepthook = streams
+    assert not Path(fake.output[0]).exists()
+    assert "disagree" in Path(fake.log[0]).read_text()
+
+
+def test_the_table_counts_every_type_once(rows):
+    table = coverage_by_category(rows)
+    assert table["count"].sum() == len(rows)
+    listed = [t for types in table["types"] for t in types.split(", ")]
+    assert sorted(listed) == sorted(r["model_type"] for r in rows)
+    assert table["class"].iloc[0] == "mapped: whole model"
+
+
+def test_the_config_names_a_self_checked_type_that_is_not_mapped():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["hf"]["coverage"] = ["gpt2", "mamba"]
+    assert semantic_errors(config) == [
+        "config hf.coverage[1]: 'mamba' is not a mapped model type (attnid coverage lists them)"
+    ]
+    config["hf"]["coverage"] = "mapped"
+    assert semantic_errors(config) == []

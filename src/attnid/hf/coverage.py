@@ -108,6 +108,8 @@ def counted(mt: str) -> tuple[str, str]:
         spec = model_spec(default_config(mt))
     except SpecError as err:
         return "default config refused", f"it does not map: {err}"
+    except Exception as err:  # the config class itself fails on its defaults
+        return "default config refused", f"its config class fails: {type(err).__name__}: {err}"
     if spec.not_modelled:
         return "layers only", "; ".join(f"{key}: {why}" for key, why in spec.not_modelled)
     try:
@@ -117,22 +119,28 @@ def counted(mt: str) -> tuple[str, str]:
     return "whole model", ""
 
 
-def classify(mt: str, refusals: dict[str, str] | None = None) -> dict:
-    """{model_type, status, category, reason, counted}: one type's row (module docstring)."""
+def classify(mt: str, refusals: dict[str, str] | None = None, family: str = "") -> dict:
+    """{model_type, status, category, reason, counted}: one type's row (module docstring); `family`: the name of
+    the mapping family that maps it."""
     refusals = family_refusals() if refusals is None else refusals
     if mt in MAPPERS:
         how, why = counted(mt)
-        family = MAPPERS[mt].__module__.rpartition(".")[2]
-        reason = f"mapped (family {family}): {how}" + (f"; {why}" if why else "")
+        reason = f"mapped (family {family or mapping_family(mt)}): {how}" + (f"; {why}" if why else "")
         return {"model_type": mt, "status": "mapped", "category": "mapped", "reason": reason, "counted": how}
     reason = refusals.get(mt) or REASONS.get(mt) or "not examined: no family and no entry of REASONS names it"
     return {"model_type": mt, "status": "refused", "category": category_of(reason), "reason": reason, "counted": ""}
 
 
+def mapping_family(mt: str) -> str:
+    """The name of the family module whose MAPPERS maps `mt` ('' when none)."""
+    return next((name for name, family in families() if mt in getattr(family, "MAPPERS", {})), "")
+
+
 def coverage() -> list[dict]:
     """One row per model type of the installed `transformers` (model_types()), sorted by model type."""
     refusals = family_refusals()
-    return [{**classify(mt, refusals), "class": cls} for mt, cls in model_types().items()]
+    family = {mt: name for name, module in families() for mt in getattr(module, "MAPPERS", {})}
+    return [{**classify(mt, refusals, family.get(mt, "")), "class": cls} for mt, cls in model_types().items()]
 
 
 def summary(rows: list[dict]) -> dict:
