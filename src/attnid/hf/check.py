@@ -3,8 +3,8 @@
 A config.json of a mapped model type is shrunk to a tiny model with the same flags (:func:`tiny_config`:
 d_model 8, two to four heads keeping MHA / GQA / MQA, head sizes that differ from d_model / heads where
 the config's do, half the head rotated where the config rotates part of it, a window shorter than the
-sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32, two layers, one
-of each kind where layers differ), the class the config names is built from it (random float64 weights,
+sequence, four experts of four units of which two are chosen, small latent ranks, a vocabulary of 32, two
+layers, one of each kind where layers differ), the class the config names is built from it (random float64 weights,
 eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
@@ -39,6 +39,7 @@ from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
+from ..model.blocks import MoESpec
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
 from .coverage import ENCODERS
 from .mapping import model_spec, model_type, text_config
@@ -47,14 +48,15 @@ MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps i
 # A norm eps below this is measured at this value: the weakly identified directions' singular values scale with
 # eps and would fall under the rank tolerance (BERT's 1e-12); every count is the same for any eps > 0.
 MIN_EPS = 1e-6
-WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
+WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
+EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
 POSITIONS = 64  # the position range of a model without learned positions; no size the shrinker sets is above it
 # (keys, value): every key present in the config (or its class defaults) is set to the value
 FIXED = (
     (("hidden_size", "n_embd", "d_model"), WIDTH),
     (("vocab_size",), VOCAB),
     (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim"), MLP_WIDTH),
-    (("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 4),
+    (EXPERT_KEYS, EXPERT_WIDTH),
     (("num_local_experts", "num_experts", "n_routed_experts"), 4),
     (("num_experts_per_tok", "experts_per_token", "moe_topk"), 2),
     (("word_embed_proj_dim",), WIDTH),
@@ -107,6 +109,9 @@ def tiny_config(cfg: dict) -> dict:
     H = 4 if gqa else 2
     for keys, value in FIXED:
         _set(tiny, defaults, keys, value)
+    experts = any(isinstance(b.mlp, MoESpec) for b in spec.layer_specs)
+    if experts and not any(k in cfg or defaults.get(k) is not None for k in EXPERT_KEYS):  # experts read the MLP width
+        tiny["intermediate_size"] = EXPERT_WIDTH  # (Mixtral, GPT-OSS): four units each, a quarter of the parameters
     _set(tiny, defaults, HEAD_KEYS, H)
     _set(tiny, defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
