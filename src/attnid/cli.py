@@ -1,4 +1,5 @@
-"""The `attnid` command line: `count` (exact counts, no torch) and `verify` (Jacobian measurement).
+"""The `attnid` command line: `count` (exact counts, no torch), `verify` (Jacobian measurement), `check`
+(a real `transformers` class against the count) and `coverage` (every model type of the installed `transformers`).
 
     attnid count --d-model 4096 --heads 32 --kv-heads 8 --rope full
     attnid count --d-model 4 --heads 1 --rope full --causal --seq-len 2      # refused: T below T_min = 3
@@ -29,6 +30,10 @@ builds the real `transformers` class of the config shrunk to a tiny size (offlin
 and measures every distinct attention layer and the whole model against the count (`attnid.hf.check`):
 one row each with its verdict, agree / disagree / undecided. Exit status 0 when nothing disagrees or is
 undecided, 1 when a row disagrees, 3 when none disagrees but one cannot be decided.
+
+`attnid coverage` lists every model type of the installed `transformers` (its causal LMs and BERT) with its
+status, mapped or refused, and a one-line reason (`attnid.hf.coverage`), then how many are mapped (the whole
+model counted or its layers only) and refused by category; --json prints {"types": [...], "summary": {...}}.
 """
 
 from __future__ import annotations
@@ -242,9 +247,11 @@ def _check_config(args) -> dict:
         return _real_config(args)[0]
     from transformers import CONFIG_MAPPING
 
+    from .hf.coverage import default_config
+
     if args.model_type not in CONFIG_MAPPING:
         raise UsageError(f"--model-type: {args.model_type!r} is not a model type of the installed transformers")
-    return {**CONFIG_MAPPING[args.model_type]().to_dict(), "model_type": args.model_type}
+    return default_config(args.model_type)
 
 
 def run_check(args) -> int:
@@ -271,6 +278,23 @@ def run_check(args) -> int:
     else:
         print("verdict:", "disagree" if "disagree" in verdicts else "undecided" if "undecided" in verdicts else "agree")
     return 1 if "disagree" in verdicts else 3 if "undecided" in verdicts else 0
+
+
+def run_coverage(args) -> int:
+    from .hf.coverage import coverage, summary
+
+    rows = coverage()
+    totals = summary(rows)
+    if args.json:
+        _print({"types": rows, "summary": totals}, True)
+        return 0
+    width = max(len(r["model_type"]) for r in rows)
+    for r in rows:
+        print(f"{r['model_type']:{width}s}  {r['status']:7s}  {r['reason']}")
+    counted = ", ".join(f"{how} {n}" for how, n in totals["mapped_counted"].items())
+    refused = ", ".join(f"{c} {n}" for c, n in totals["refused_by_category"].items())
+    print(f"{totals['types']} model types: {totals['mapped']} mapped ({counted}); {totals['refused']} refused ({refused})")
+    return 0
 
 
 def run_count(args) -> int:
@@ -348,6 +372,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p_check.add_argument("--layers-only", action="store_true", help="check the attention layers, not the whole model")
     p_check.add_argument("--json", action="store_true", help="print JSON instead of one line per row")
     p_check.set_defaults(func=run_check, seq_len=None, whole_model=False)
+    p_coverage = sub.add_parser("coverage", help="every model type of the installed transformers: mapped or refused, why")
+    p_coverage.add_argument("--json", action="store_true", help="print JSON instead of one line per model type")
+    p_coverage.set_defaults(func=run_coverage)
     return parser
 
 

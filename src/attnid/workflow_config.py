@@ -48,7 +48,8 @@ def _divides(heads, d_model, where: str) -> list[str]:
 
 def semantic_errors(config: Mapping) -> list[str]:
     """Facts the schema cannot check: head counts that divide the width, KV groups that divide a head
-    count, and every trained layer a valid AttentionSpec (attnid.spec checks it)."""
+    count, every self-checked model type a mapped one, and every trained layer a valid AttentionSpec
+    (attnid.spec checks it)."""
     errors = []
     counting = config.get("counting") or {}
     if isinstance(counting.get("d_model"), int):
@@ -57,6 +58,13 @@ def semantic_errors(config: Mapping) -> list[str]:
         for i, g in enumerate(counting.get("kv_groups", [])):
             if heads and not any(h % g == 0 for h in heads):
                 errors.append(f"config counting.kv_groups[{i}]: {g} KV groups divide none of the head counts {heads}")
+    coverage = (config.get("hf") or {}).get("coverage")
+    if isinstance(coverage, list):  # every checked type must be mapped
+        from .hf.mapping import SUPPORTED_MODEL_TYPES
+
+        for i, mt in enumerate(coverage):
+            if mt not in SUPPORTED_MODEL_TYPES:
+                errors.append(f"config hf.coverage[{i}]: {mt!r} is not a mapped model type (attnid coverage lists them)")
     for i, task in enumerate((config.get("training") or {}).get("tasks", [])):
         attention = task.get("attention") or {}
         for j, heads in enumerate(task.get("heads", [])):  # each trained layer must be a valid spec

@@ -1,9 +1,18 @@
 # Real models: every real `transformers` attention module of the configured cases, built from a
 # shrunk published config with random float64 weights, measured as P - rank of its Jacobian and
 # compared with the count of the mapped spec (attnid.hf). The measurement rule fails on any
-# disagreement.
+# disagreement. The coverage: every model type of the installed transformers, mapped or refused and
+# why (attnid.hf.coverage), and the self-check of the configured types' default configs (every
+# attention layer and the whole model inside the real class), which fails on any disagreement too.
+import glob
 
 HF = config["hf"]
+COVERAGE = HF["coverage"]
+# The mapping families are found by name when the mapping is imported, not imported by name: list them.
+MAPPING_FAMILIES = sorted(
+    os.path.relpath(p)
+    for p in glob.glob(os.path.join(PACKAGE_SRC, "attnid", "hf", "mapping", "*.py"))
+)
 
 
 rule hf_modules:
@@ -54,9 +63,98 @@ rule hf_macros:
         "../scripts/hf_macros.py"
 
 
-TARGETS["data"] += [rules.hf_modules.output[0], rules.hf_macros.output[0]]
+rule hf_model_types:
+    input:
+        script_inputs("hf_model_types.py"),
+        MAPPING_FAMILIES,
+    output:
+        f"{RESULTS}/hf/model_types.csv",
+    log:
+        logfile("hf_model_types"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hf_model_types.py"
+
+
+rule hf_model_types_table:
+    input:
+        f"{RESULTS}/hf/model_types.csv",
+        script_inputs("hf_model_types_table.py"),
+    output:
+        tex=f"{RESULTS}/tables/hf_model_types.tex",
+        csv=report(f"{RESULTS}/tables/hf_model_types.csv", category="Tables"),
+    log:
+        logfile("hf_model_types_table"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hf_model_types_table.py"
+
+
+rule hf_coverage:
+    input:
+        script_inputs("hf_coverage.py"),
+        MAPPING_FAMILIES,
+        HF_CONFIGS,
+    output:
+        report(f"{RESULTS}/hf/coverage.csv", category="Checks"),
+    log:
+        logfile("hf_coverage"),
+    benchmark:
+        benchfile("hf_coverage")
+    conda:
+        CONDA_ENV
+    threads: 1 if isinstance(COVERAGE, list) and len(COVERAGE) == 1 else 2
+    params:
+        cfg={"coverage": COVERAGE, "seed": HF["seed"], "oversample": HF["oversample"]},
+    script:
+        "../scripts/hf_coverage.py"
+
+
+rule hf_coverage_table:
+    input:
+        script_inputs("hf_coverage_table.py"),
+        coverage=f"{RESULTS}/hf/coverage.csv",
+    output:
+        tex=f"{RESULTS}/tables/hf_coverage.tex",
+        csv=report(f"{RESULTS}/tables/hf_coverage.csv", category="Tables"),
+    log:
+        logfile("hf_coverage_table"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hf_coverage_table.py"
+
+
+rule hf_coverage_macros:
+    input:
+        script_inputs("hf_coverage_macros.py"),
+        model_types=f"{RESULTS}/hf/model_types.csv",
+        coverage=f"{RESULTS}/hf/coverage.csv",
+    output:
+        f"{RESULTS}/macros/coverage.tex",
+    log:
+        logfile("hf_coverage_macros"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hf_coverage_macros.py"
+
+
+TARGETS["data"] += [
+    rules.hf_modules.output[0],
+    rules.hf_macros.output[0],
+    rules.hf_model_types.output[0],
+    rules.hf_coverage.output[0],
+    rules.hf_coverage_macros.output[0],
+]
 TARGETS["tables"] += [
     rules.hf_verification.output.tex,
     rules.hf_verification.output.csv,
+    rules.hf_model_types_table.output.tex,
+    rules.hf_model_types_table.output.csv,
+    rules.hf_coverage_table.output.tex,
+    rules.hf_coverage_table.output.csv,
 ]
-MACRO_FRAGMENTS.append(rules.hf_macros.output[0])
+MACRO_FRAGMENTS += [rules.hf_macros.output[0], rules.hf_coverage_macros.output[0]]

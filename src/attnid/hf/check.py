@@ -1,12 +1,8 @@
 """The self-check of any config: its real `transformers` class, shrunk, measured against the count.
 
-A config.json of a mapped model type is shrunk to a tiny model with the same flags (:func:`tiny_config`:
-d_model 8, two to four heads keeping MHA / GQA / MQA, head sizes that differ from d_model / heads where
-the config's do, half the head rotated where the config rotates part of it, a window shorter than the
-sequence, four experts of which two are chosen, small latent ranks, a vocabulary of 32 (more where a parallel
-first block's MLP would reach its whole output table at the tiny size though the config's model does not), two
-layers, one of each kind where layers differ), the class the config names is built from it (random float64 weights,
-eager attention, float64 kept through the library's casts: `attnid.model.real`), and
+A config.json of a mapped model type is shrunk to a tiny model with the same flags (`attnid.hf.tiny`: d_model 8,
+two to four heads, two layers, one of each kind where layers differ), the class the config names is built from
+it (random float64 weights, eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
   real model and called with the model's own masks and position embeddings on Gaussian inputs, against
@@ -15,7 +11,8 @@ eager attention, float64 kept through the library's casts: `attnid.model.real`),
   `attnid.model.count_model` at the tiny size;
 
 each with its singular-value gap and margin and, where a norm has eps > 0, its weakly identified
-dimension (measured against an eps = 0 twin at the same weights). A row's verdict is `agree`,
+dimension (measured against an eps = 0 twin at the same weights; an eps below MIN_EPS, whose weak directions
+the rank tolerance cannot see, is measured at MIN_EPS, which changes no count). A row's verdict is `agree`,
 `disagree` (the numbers decide: gap >= MIN_GAP and margin >= MIN_MARGIN decades, and measured != count
 or P != the spec's P) or `undecided`. A config is untrusted input: it is read as JSON, only the local
 code of the installed `transformers` builds it (never `trust_remote_code`, never a download: the check
@@ -40,172 +37,56 @@ from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import model_spec, model_type, text_config
+from .coverage import ENCODERS
+from .mapping import model_spec
+from .tiny import POSITIONS, tiny_config
 
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
-WIDTH, VOCAB, WINDOW, MLP_WIDTH = 8, 32, 4, 16
-# (keys, value): every key present in the config (or its class defaults) is set to the value
-FIXED = (
-    (("hidden_size", "n_embd", "d_model"), WIDTH),
-    (("vocab_size",), VOCAB),
-    (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
-    (("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 4),
-    (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 4),
-    (("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k", "moe_k"), 2),
-    (("word_embed_proj_dim",), WIDTH),
-    (("kv_lora_rank",), 4),
-    (("qk_nope_head_dim",), 4),
-    (("qk_rope_head_dim",), 2),
-    (("v_head_dim",), 4),
-)
-HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
-KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
-SECTIONS = ("attn_config", "ffn_config")  # sub-configs holding some of those keys (MPT, DBRX)
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
-
-
-def _class_defaults(mt: str) -> dict:
-    """The config class's default values (what `transformers` fills in for keys a config.json leaves out)."""
-    from transformers import CONFIG_MAPPING
-
-    try:
-        return CONFIG_MAPPING[mt]().to_dict()
-    except Exception:  # a class that needs arguments: only the config's own keys are shrunk
-        return {}
-
-
-def _set(tiny: dict, defaults: dict, keys, value) -> None:
-    for key in keys:
-        if tiny.get(key) is not None or (key not in tiny and defaults.get(key) is not None):
-            tiny[key] = value
-
-
-def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
-    """The layer indices the tiny model keeps: one of each distinct block (attention spec and MLP kind), two at least."""
-    kinds = [(b.attention, type(b.mlp).__name__) for b in spec.layer_specs]  # a layer without RoPE is its own kind
-    kept = sorted({kinds.index(k) for k in kinds})
-    return (kept + [i for i in range(n_layers) if i not in kept])[: max(2, len(kept))]
-
-
-def tiny_config(cfg: dict) -> dict:
-    """The config shrunk to the self-check's size, with the same flags (module docstring)."""
-    from .modules import _modern_keys
-
-    mt = model_type(cfg)
-    cfg = _modern_keys({k: v for k, v in text_config(cfg).items() if not k.startswith("_")})
-    cfg["model_type"] = "gemma3_text" if mt == "gemma3_text" else cfg["model_type"]
-    spec = model_spec(cfg)
-    defaults = _class_defaults(cfg["model_type"])
-    tiny = copy.deepcopy(cfg)
-    a = spec.attention
-    gqa, mqa = 1 < a.n_kv_heads < a.n_heads, a.n_kv_heads == 1 < a.n_heads
-    H = 4 if gqa else 2
-    for section, section_defaults in [(tiny, defaults)] + [
-        (tiny[key], defaults.get(key) or {}) for key in SECTIONS if isinstance(tiny.get(key), dict)
-    ]:
-        for keys, value in FIXED:
-            _set(section, section_defaults, keys, value)
-        _set(section, section_defaults, HEAD_KEYS, H)
-        _set(section, section_defaults, KV_KEYS, 2 if gqa else (1 if mqa else H))
-    for key in KV_KEYS:  # null means one key/value head per head, which a class may read as it is (Nemotron)
-        if key in tiny and tiny[key] is None:
-            tiny[key] = H
-    partial = 0 < a.rope_dims < a.d_head_qk and not a.kv_lora_rank
-    if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
-        # a partly rotated head keeps four dims at least, so that half of it is one whole plane
-        tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
-    if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
-        tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
-    if a.kv_lora_rank:  # latent attention: head_dim names the rotary dims, qk_head_dim the query/key head
-        if "head_dim" in tiny or "head_dim" in defaults:
-            tiny["head_dim"] = tiny["qk_rope_head_dim"]
-        if "qk_head_dim" in tiny or "qk_head_dim" in defaults:
-            tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
-    if partial:  # partial rotary: half of the tiny head
-        for key in ("partial_rotary_factor", "rotary_pct"):
-            _set(tiny, defaults, (key,), 0.5)
-        if tiny.get("rotary_dim"):
-            tiny["rotary_dim"] = WIDTH // H // 2
-    if tiny.get("q_lora_rank"):
-        tiny["q_lora_rank"] = 6
-    for key in ("n_group", "topk_group"):
-        if tiny.get(key):
-            tiny[key] = 1
-    if tiny.get("first_k_dense_replace"):
-        tiny["first_k_dense_replace"] = 1
-    if tiny.get("shared_intermediate_size"):  # Granite's shared expert, only where the config has one (0: none)
-        tiny["shared_intermediate_size"] = 4
-    for key in ("sliding_window", "window_size"):  # window_size: GPT-Neo's local layers
-        if tiny.get(key):
-            tiny[key] = WINDOW
-    n_layers = spec.n_layers
-    kept = _layers_kept(cfg, n_layers, spec)
-    for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
-        if isinstance(value, list) and len(value) == n_layers:
-            tiny[key] = [value[i] for i in kept]
-    if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
-        kinds = ["local" if spec.layer_specs[i].attention.sliding_window else "global" for i in kept]
-        tiny["attention_types"] = [[[kind], 1] for kind in kinds]
-    if "sliding_window_pattern" in tiny and tiny["sliding_window_pattern"]:
-        tiny["sliding_window_pattern"] = 2
-    if tiny.get("max_window_layers") is not None:
-        tiny["max_window_layers"] = 1
-    if isinstance(tiny.get("mlp_only_layers"), list):
-        tiny["mlp_only_layers"] = [kept.index(i) for i in tiny["mlp_only_layers"] if i in kept]
-    _set(tiny, defaults, LAYER_KEYS, len(kept))
-    _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else 64)
-    return _data_limited_table(tiny, spec)
-
-
-def _data_limited_table(tiny: dict, spec) -> dict:
-    """The tiny config with a vocabulary large enough that a parallel first block's MLP does not reach its whole
-    V x d output table (`attnid.model.counting.token_points.first_mlp_table`) when the config's own model does not
-    (Cohere, GPT-J: a tiny vocabulary would measure another regime than the model's): VOCAB doubled until it does
-    not."""
-    from ..model.counting.residual import Stream
-    from ..model.counting.token_points import table_excess
-
-    def free_table(spec) -> int:
-        stream = Stream.of(spec)
-        return table_excess(spec, stream.d_c, stream.d_out, stream.d_const)
-
-    if free_table(spec):
-        return tiny  # the model's own table is free (Falcon-40B): the tiny one stays so
-    while True:
-        spec = model_spec(tiny, seq_len=SEQ_LEN)
-        if spec.vocab_size >= 16 * VOCAB or not free_table(spec):
-            return tiny
-        tiny = {**tiny, "vocab_size": 2 * spec.vocab_size}
-
-
+# A norm eps below this is measured at this value: the weakly identified directions' singular values scale with
+# eps and would fall under the rank tolerance (BERT's 1e-12); every count is the same for any eps > 0.
+MIN_EPS = 1e-6
 def real_class(cfg: dict) -> str:
     """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
-    if mt == "bert":
-        return "BertForMaskedLM"
+    if mt in ENCODERS:
+        return ENCODERS[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise SpecError("model_type", f"{mt!r}: transformers registers no causal LM class for it")
     return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
 
 
-def _refuse_if_large(cls_name: str, tiny: dict) -> None:
-    """SpecError naming the largest integer key left when the tiny model still has too many parameters."""
+def meta_params(cls_name: str, tiny: dict) -> int:
+    """How many parameters the class `cls_name` has when built from the config mapping `tiny` (on the meta
+    device: no memory, no weights drawn; tied weights counted once)."""
     import transformers
 
     from ..model.real import real_config
 
     with torch.device("meta"):
         model = getattr(transformers, cls_name)(real_config(tiny))
-    size = sum(p.numel() for p in model.parameters())
-    if size > MAX_TINY_PARAMS:
-        numbers = {k: v for k, v in tiny.items() if isinstance(v, int) and not isinstance(v, bool) and v > 64}
-        key = max(numbers, key=numbers.get) if numbers else "config"
-        raise SpecError(
-            key, f"cannot shrink this config: {numbers.get(key, '')} keeps the tiny model at {size:,} params"
-        )
+    return sum(p.numel() for p in model.parameters())
+
+
+def _refuse_if_large(cls_name: str, tiny: dict) -> None:
+    """SpecError naming the key that keeps the tiny model large when it has more than MAX_TINY_PARAMS parameters:
+    of the integer keys above every size the shrinker sets (POSITIONS), the one whose setting to 1 removes the most."""
+    size = meta_params(cls_name, tiny)
+    if size <= MAX_TINY_PARAMS:
+        return
+    removed = {}
+    for key, value in tiny.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > POSITIONS:
+            try:
+                removed[key] = size - meta_params(cls_name, {**tiny, key: 1})
+            except Exception:  # the class refuses 1 for this key: it is not the one
+                continue
+    key = max(removed, key=removed.get) if removed and max(removed.values()) > 0 else "config"
+    held = f"{key} = {tiny[key]:,}" if key in tiny else "a key the shrinker does not know"
+    raise SpecError(
+        key, f"cannot shrink this config: {held} keeps the tiny model at {size:,} parameters (at most {MAX_TINY_PARAMS:,})"
+    )
 
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -360,9 +241,10 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
     cls_name = real_class(tiny)
     _refuse_if_large(cls_name, tiny)
     spec = model_spec(tiny, seq_len=SEQ_LEN)
+    measured_eps = MIN_EPS if 0 < smallest_eps(spec) < MIN_EPS else None  # None: the config's own
 
     def build(eps, seed=seed):
-        return build_real_model(cls_name, tiny, seed, eps)
+        return build_real_model(cls_name, tiny, seed, measured_eps if eps is None else eps)
 
     rows, seen = [], []
     for i, block in enumerate(spec.layer_specs):
@@ -371,6 +253,7 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         seen.append(block.attention)
         max_len = spec.seq_len if spec.positions == "learned" else None  # positions the table holds
         rows.append(check_layer(build, i, block.attention, seed, oversample, max_len))
+        rows[-1]["measured_eps"] = measured_eps
         _log(log, rows[-1])
     if whole:
         try:
@@ -378,9 +261,15 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         except SpecError as err:
             rows.append({"part": "whole model", "spec": spec.label, "verdict": "refused", "reason": str(err)})
         else:
-            rows.append(_check_whole(cls_name, spec, build, seed, oversample))
+            rows.append({**_check_whole(cls_name, spec, build, seed, oversample), "measured_eps": measured_eps})
         _log(log, rows[-1])
     return rows
+
+
+def smallest_eps(spec) -> float:
+    """The smallest eps > 0 of the model's norms and its layers' q/k norms (0 when none has one)."""
+    values = [spec.norm_eps] + [b.attention.norm_eps for b in spec.layer_specs if b.attention.has_norm]
+    return min((v for v in values if v > 0), default=0.0)
 
 
 def _check_whole(cls_name: str, spec, build, seed: int, oversample: float) -> dict:
