@@ -56,7 +56,12 @@ def test_the_tiny_class_has_exactly_the_parameters_of_its_spec(mt):
     for name, cfg in configs:
         tiny = tiny_config(cfg)
         spec = model_spec(tiny, seq_len=SEQ_LEN)
-        assert meta_params(real_class(tiny), tiny) == spec.n_params, f"{mt} ({name}): {spec.label}"
+        P = meta_params(real_class(tiny), tiny)
+        if P != spec.n_params and spec.not_modelled:  # parameters the spec cannot hold (Apertus' xIELU alphas):
+            with pytest.raises(SpecError, match=f"^{spec.not_modelled[0][0]}:"):  # the whole model is refused
+                count_model(spec)
+            continue
+        assert P == spec.n_params, f"{mt} ({name}): {spec.label}"
 
 
 def _assert_agrees(rows, where):

@@ -69,8 +69,15 @@ def category_of(reason: str) -> str:
     return head if head in CATEGORIES else OTHER
 
 
+# Keys a config class leaves None though its model class needs them (transformers 5.24), set to the published
+# model's values so that the class builds: Dots1Config names no routed experts (rednote-hilab/dots.llm1.base,
+# config.json: 128 routed, 6 chosen, 2 shared).
+CLASS_DEFAULT_GAPS = {"dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2}}
+
+
 def default_config(mt: str) -> dict:
-    """The default config of a model type: its config class's defaults (what `attnid check --model-type` reads).
+    """The default config of a model type: its config class's defaults (what `attnid check --model-type` reads),
+    with the keys CLASS_DEFAULT_GAPS fills.
     The class's warnings about its own defaults (token ids outside a small vocabulary) are not shown."""
     from transformers import CONFIG_MAPPING
     from transformers.utils import logging
@@ -78,9 +85,18 @@ def default_config(mt: str) -> dict:
     level = logging.get_verbosity()
     logging.set_verbosity_error()
     try:
-        return {**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt}
+        cfg = {**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt}
     finally:
         logging.set_verbosity(level)
+    for key, value in CLASS_DEFAULT_GAPS.get(mt, {}).items():
+        if cfg.get(key) is None:
+            cfg[key] = value
+    if mt == "dbrx" and isinstance(cfg.get("attn_config"), dict):
+        # DbrxAttention stores attn_config.rope_theta, which DbrxAttentionConfig's defaults do not set
+        # (transformers 5.24, models/dbrx/modeling_dbrx.py); the rotary tables read rope_parameters, so any value
+        # builds the same model. The published configs set it (databricks/dbrx-base: 500000).
+        cfg["attn_config"] = {"rope_theta": cfg.get("rope_parameters", {}).get("rope_theta", 10000.0), **cfg["attn_config"]}
+    return cfg
 
 
 def checked_config(mt: str) -> tuple[str, dict]:
