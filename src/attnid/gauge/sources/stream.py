@@ -1,0 +1,245 @@
+r"""Generators of the residual stream of a pre-LN model (sources `residual_rotations`, `residual_scale`,
+`parallel_constants`, `constant_offsets`, `embeddings`, `unread_positions`; counted by
+`attnid.model.counting.residual` and `.embeddings`).
+
+The stream h -> h (I + Xi): every writer X -> X (I + Xi); a norm reading the stream sees only its centred,
+normalised part, which moves by the rotation A of Xi (A antisymmetric; on 1^perp after a LayerNorm, A 1 = 0),
+so every map reading a norm takes D^-1 A^T D (D = diag(g)) and the norm's beta moves to beta D^-1 A D:
+
+    rotations  dX = X A (writers), dW = -D^-1 A D W (readers of every norm), dbeta = beta D^-1 A D,
+               and, with no final norm, the unembedding reading the raw stream dU = -Xi U; without a final
+               LayerNorm Xi also shears the stream along 1: Xi = q 1^T / sqrt(d) (q in 1^perp) and 1 1^T / d
+    scale      every writer dX = X: the norms are scale invariant (weakly identified for eps > 0); with no
+               final norm the unembedding takes dU = -U; a tied head E^T takes the final norm's gain (and beta)
+               dg = -g; sublayer output norms make their input's scale free too (dW_O = W_O, dW_down = W_down)
+
+The basis of A is e_a e_b^T - e_b e_a^T (a < b), conjugated by an orthonormal basis Q of 1^perp after a
+LayerNorm (A = Q E Q^T).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...model.counting.residual import Stream
+from ..group import Group, along_input, along_output
+from ..point import DTYPE, Point
+
+
+def ones_complement(d: int) -> torch.Tensor:
+    """Q (d, d - 1): an orthonormal basis of 1^perp (QR of the centring matrix's first d - 1 columns)."""
+    C = torch.eye(d, dtype=DTYPE) - 1.0 / d
+    return torch.linalg.qr(C[:, : d - 1]).Q
+
+
+def _rows_update(point: Point, name: str, new_rows: torch.Tensor) -> torch.Tensor:
+    """The block `name` with its rows in use replaced by new_rows (..., rows, d), the others zero."""
+    shape = point.w[name].shape
+    rows = point.writer_rows(name).shape[0]
+    total = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    if rows == total:
+        return new_rows.reshape(*new_rows.shape[:-2], *shape)
+    out = torch.zeros(*new_rows.shape[:-2], total, shape[-1], dtype=DTYPE)
+    out[..., :rows, :] = new_rows
+    return out.reshape(*new_rows.shape[:-2], *shape)
+
+
+def stream_writers(point: Point) -> list[str]:
+    """Every block writing into the stream (embeddings side first), for the rotations and the scale."""
+    spec = point.spec
+    out = list(point.embedding_writers())
+    for i in range(spec.n_layers):
+        if spec.output_norms:
+            out += [n for n in (f"layers.{i}.out_norm_1.gain", f"layers.{i}.out_norm_1.bias",
+                                f"layers.{i}.out_norm_2.gain", f"layers.{i}.out_norm_2.bias") if n in point.layout]  # fmt: skip
+        else:
+            out += point.block_writers(i)
+    return out
+
+
+def centred_writers(point: Point) -> list[str]:
+    """Writers whose rows may move along 1 when every reader is a LayerNorm (E untied, positions, block writers)."""
+    spec = point.spec
+    out = [] if spec.tied or spec.embedding_norm else ["embed"]
+    out += ["pos"] if "pos" in point.layout and not spec.embedding_norm else []
+    for i in range(spec.n_layers):
+        out += point.block_writers(i)
+    return out
+
+
+def _antisym_basis(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.triu_indices(n, n, 1)
+
+
+def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
+    """The stream's rotations (and, raw head after LayerNorms, its shear): module docstring."""
+    spec, d = point.spec, point.d
+    if spec.tied and spec.final_norm or spec.output_norms or spec.embedding_norm:
+        return None
+    ln = point.layernorm
+    m = d - 1 if ln else d
+    Q = ones_complement(d) if ln else torch.eye(d, dtype=DTYPE)
+    iu = _antisym_basis(m)
+    n_rot = m * (m - 1) // 2
+    raw = not spec.final_norm and not spec.tied  # the unembedding reads the raw stream
+    shear = raw and ln  # Xi also shears the stream along 1 (d more)
+    n = n_rot + (d if shear else 0)
+    writers = stream_writers(point)
+    head = "unembed" if raw else None
+    ones = torch.ones(d, dtype=DTYPE) / math.sqrt(d)
+
+    def fn(c):
+        lead = c.shape[:-1]
+        B = torch.zeros(*lead, m, m, dtype=DTYPE)
+        B[..., iu[0], iu[1]] = c[..., :n_rot]
+        B = B - B.mT
+        A = Q @ B @ Q.mT  # (..., d, d)
+        Xi = A
+        if shear:  # q_j 1^T / sqrt(d) for the columns q_j of Q, and 1 1^T / d
+            v = c[..., n_rot : n_rot + d - 1] @ Q.mT  # (..., d)
+            Xi = A + v[..., :, None] * ones + c[..., -1:, None] * (ones[:, None] * ones)
+        out = {}
+        for name in writers:
+            out[name] = _rows_update(point, name, along_output(point.writer_rows(name), Xi))
+        for norm, rs in readers.items():
+            g = point.gain(norm)
+            L = -(A * g) / g[:, None]  # -D^-1 A D
+            for r in rs:
+                out[r.weight] = out.get(r.weight, 0) + along_input(point.w[r.weight], L, r.axis)
+            beta = point.beta(norm)
+            if beta is not None:
+                out[f"{norm}.bias"] = (beta @ ((A * g) / g[:, None]))
+        if head:
+            out[head] = along_input(point.w[head], -Xi, 0)
+        return out
+
+    blocks = tuple(writers) + tuple(r.weight for rs in readers.values() for r in rs)
+    blocks += tuple(f"{n}.bias" for n in readers if point.beta(n) is not None) + ((head,) if head else ())
+    return Group("residual_rotations", "stream.rotations", n, fn, tuple(dict.fromkeys(blocks)),
+                 meta={"Q": Q, "writers": writers, "readers": readers, "head": head, "shear": shear})  # fmt: skip
+
+
+def scale_groups(point: Point, stream: Stream) -> list[Group]:
+    """The stream's scale (and the sublayer output norms' input scales): module docstring."""
+    spec = point.spec
+    weak = spec.norm_eps > 0
+    writers = stream_writers(point)
+    out = []
+    if not (spec.tied and not spec.final_norm and not spec.embedding_norm):
+
+        def fn(c):
+            res = {}
+            for name in writers:
+                res[name] = _rows_update(point, name, c[..., :1, None] * point.writer_rows(name))
+            if not spec.final_norm and not spec.tied:
+                res["unembed"] = -c[..., :1, None] * point.w["unembed"]
+            if spec.tied and spec.final_norm and not spec.embedding_norm:  # E^T in the head: the final gain takes 1/c
+                res["final_norm.gain"] = -c[..., :1] * point.gain("final_norm")
+                if point.beta("final_norm") is not None:
+                    res["final_norm.bias"] = -c[..., :1] * point.beta("final_norm")
+            return res
+
+        blocks = tuple(writers) + (("unembed",) if not spec.final_norm and not spec.tied else ())
+        if spec.tied and spec.final_norm and not spec.embedding_norm:
+            blocks += tuple(n for n in ("final_norm.gain", "final_norm.bias") if n in point.layout)
+        out.append(Group("residual_scale", "stream.scale", 1, fn, blocks, weak=weak))
+    if spec.embedding_norm and spec.tied and spec.final_norm:  # the head's own scale: E / s, g_f s, beta_f s
+
+        def head(c):
+            res = {"embed": -c[..., :1, None] * point.w["embed"], "final_norm.gain": c[..., :1] * point.gain("final_norm")}
+            if point.beta("final_norm") is not None:
+                res["final_norm.bias"] = c[..., :1] * point.beta("final_norm")
+            return res
+
+        blocks = tuple(n for n in ("embed", "final_norm.gain", "final_norm.bias") if n in point.layout)
+        out.append(Group("residual_scale", "head.scale", 1, head, blocks, weak=weak))
+    if spec.output_norms:  # each output norm's input: the sublayer's writers scale together
+        for i in range(spec.n_layers):
+            names = point.block_writers(i)
+            for part, chosen in (("attn", [n for n in names if ".attn." in n]), ("mlp", [n for n in names if ".mlp." in n])):
+
+                def sub(c, chosen=chosen):
+                    return {n: c[..., :1].reshape(*c.shape[:-1], *([1] * point.w[n].dim())) * point.w[n] for n in chosen}
+
+                out.append(Group("residual_scale", f"layers.{i}.{part}.output_scale", 1, sub, tuple(chosen), weak=weak))
+    return out
+
+
+def parallel_constants(point: Point, stream: Stream) -> list[Group]:
+    """A parallel block's b_O and MLP down bias land at the same point: db_O = y, db_down = -y (y in the
+    d_const dims the model sees: 1^perp when the ones component is invisible)."""
+    spec, d = point.spec, point.d
+    if not spec.parallel:
+        return []
+    basis = ones_complement(d).mT if stream.d_const < d else torch.eye(d, dtype=DTYPE)
+    out = []
+    for i, x in enumerate(spec.layer_specs):
+        if x.mlp.bias and x.attention.has_bias("o"):
+            o, down = f"layers.{i}.attn.b_O", f"layers.{i}.mlp.down_bias"
+
+            def fn(c, o=o, down=down):
+                y = c @ basis
+                return {o: y, down: -y}
+
+            out.append(Group("parallel_constants", f"layers.{i}.constants", basis.shape[0], fn, (o, down)))
+    return out
+
+
+def constant_offsets(point: Point, stream: Stream) -> list[Group]:
+    """No final LayerNorm, E untied or positions learned: each constant writer's ones component trades with a
+    uniform shift of E (or of the positions) along 1."""
+    spec, d = point.spec, point.d
+    if not (stream.offset or stream.pinned):
+        return []
+    if stream.pinned:
+        raise NotImplementedError("constant offsets of a tied model without learned positions")
+    shift = "pos" if spec.tied else "embed"
+    consts = []
+    for i, x in enumerate(spec.layer_specs):
+        consts += [f"layers.{i}.attn.b_O"] if x.attention.has_bias("o") else []
+        consts += [f"layers.{i}.mlp.down_bias"] if x.mlp.bias else []
+    if not consts:
+        return []
+    rows = point.writer_rows(shift).shape[0]
+
+    def fn(c):
+        ones = torch.ones(d, dtype=DTYPE)
+        out = {name: c[..., j : j + 1] * ones for j, name in enumerate(consts)}
+        total = c.sum(-1)[..., None, None] * ones
+        out[shift] = _rows_update(point, shift, -total.expand(*c.shape[:-1], rows, d))
+        return out
+
+    return [Group("constant_offsets", "stream.constant_offsets", len(consts), fn, tuple(consts) + (shift,))]
+
+
+def position_shift(point: Point, stream: Stream) -> list[Group]:
+    """Learned positions and untied E enter only through their sum: dE = 1 w^T, dpos = -1 w^T."""
+    spec, d = point.spec, point.d
+    if spec.positions != "learned" or spec.tied:
+        return []
+    basis = ones_complement(d).mT if stream.d_out < d else torch.eye(d, dtype=DTYPE)
+    V, T = spec.vocab_size, spec.seq_len
+
+    def fn(c):
+        w = c @ basis  # (..., d)
+        return {"embed": w[..., None, :].expand(*w.shape[:-1], V, d),
+                "pos": _rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
+
+    return [Group("embeddings", "embeddings.position_shift", basis.shape[0], fn, ("embed", "pos"))]
+
+
+def unread_positions(point: Point) -> list[Group]:
+    """Position rows beyond seq_len are never read: d free entries each."""
+    spec, d = point.spec, point.d
+    if spec.positions != "learned" or spec.seq_len == spec.max_positions:
+        return []
+    T, used = spec.max_positions, spec.seq_len
+
+    def fn(c):
+        out = torch.zeros(*c.shape[:-1], T, d, dtype=DTYPE)
+        out[..., used:, :] = c.unflatten(-1, (T - used, d))
+        return {"pos": out}
+
+    return [Group("unread_positions", "embeddings.unread_positions", (T - used) * d, fn, ("pos",))]
