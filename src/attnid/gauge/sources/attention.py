@@ -113,8 +113,19 @@ class AttentionBlock:
                 out[self.name("b_K")] = -(bK[..., None, :] @ X.mT)[..., 0, :]
             return out
 
+        def act(w, c):  # Q M, K M^-T with M = exp(X)
+            X = torch.einsum("gm,mij->gij", c.unflatten(-1, (G, m)), basis)
+            M, Mt = torch.linalg.matrix_exp(X), torch.linalg.matrix_exp(-X.mT)
+            Mh = M.repeat_interleave(r, dim=0)
+            out = {self.name("W_Q"): w[self.name("W_Q")] @ Mh, self.name("W_K"): w[self.name("W_K")] @ Mt}
+            if bQ is not None:
+                out[self.name("b_Q")] = (w[self.name("b_Q")][:, None, :] @ Mh)[:, 0]
+            if bK is not None:
+                out[self.name("b_K")] = (w[self.name("b_K")][:, None, :] @ Mt)[:, 0]
+            return out
+
         blocks = tuple(self.name(b) for b in ("W_Q", "b_Q", "W_K", "b_K") if self.has(b))
-        return Group("attention", self.prefix + "query_key", G * m, fn, blocks)
+        return Group("attention", self.prefix + "query_key", G * m, fn, blocks, meta={"action": act})
 
     def qk_norm_groups(self) -> list[Group]:
         a, G, H, r = self.a, self.a.n_kv_heads, self.a.n_heads, self.a.group_size
@@ -131,7 +142,13 @@ class AttentionBlock:
             s = c.unflatten(-1, (G, m)) @ basis  # (..., G, k)
             return {self.name("gain_Q"): gQ * s.repeat_interleave(r, dim=-2), self.name("gain_K"): -gK * s}
 
-        groups = [Group("attention", self.prefix + "qk_norm_gains", n_trade, trade, (self.name("gain_Q"), self.name("gain_K")))]
+        def act(w, c):
+            s = c @ basis if per_head else (c.unflatten(-1, (G, m)) @ basis)
+            sq = s if per_head else s.repeat_interleave(r, dim=-2)
+            return {self.name("gain_Q"): w[self.name("gain_Q")] * sq.exp(), self.name("gain_K"): w[self.name("gain_K")] * (-s).exp()}
+
+        gains = (self.name("gain_Q"), self.name("gain_K"))
+        groups = [Group("attention", self.prefix + "qk_norm_gains", n_trade, trade, gains, meta={"action": act})]
         q_blocks = [b for b in ("W_Q", "b_Q") if self.has(b)]
         k_blocks = [b for b in ("W_K", "b_K") if self.has(b)]
         n_q, n_k = (H, G) if per_head else (1, 1)
@@ -193,8 +210,16 @@ class AttentionBlock:
                 out[self.name("b_V")] = (bV[..., None, :] @ N)[..., 0, :]
             return out
 
+        def act(w, c):  # V N, N^-1 W_O with N = exp(Y)
+            Y = c.unflatten(-1, (G, v, v))
+            N, Ni = torch.linalg.matrix_exp(Y), torch.linalg.matrix_exp(-Y).repeat_interleave(r, dim=0)
+            out = {self.name("W_V"): w[self.name("W_V")] @ N, self.name("W_O"): Ni @ w[self.name("W_O")]}
+            if bV is not None:
+                out[self.name("b_V")] = (w[self.name("b_V")][:, None, :] @ N)[:, 0]
+            return out
+
         blocks = tuple(self.name(b) for b in ("W_V", "b_V", "W_O") if self.has(b))
-        return Group("attention", self.prefix + "value_output", G * v * v, fn, blocks)
+        return Group("attention", self.prefix + "value_output", G * v * v, fn, blocks, meta={"action": act})
 
     def value_sums(self) -> torch.Tensor:
         """S (G, v, d): S_g = sum_{h in g} W_O^h."""
@@ -255,7 +280,14 @@ class AttentionBlock:
             dq[..., :u] = WQ[..., :u] @ X
             return {self.name(qname): dq, self.name("W_UK"): -(WUK @ X.mT)}
 
-        groups.append(Group("attention", self.prefix + "query_key", H * u * u, nope, (self.name(qname), self.name("W_UK"))))
+        def nope_act(w, c):
+            X = c.unflatten(-1, (H, u, u))
+            q = w[self.name(qname)]
+            return {self.name(qname): torch.cat((q[..., :u] @ torch.linalg.matrix_exp(X), q[..., u:]), -1),
+                    self.name("W_UK"): w[self.name("W_UK")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
+
+        groups.append(Group("attention", self.prefix + "query_key", H * u * u, nope, (self.name(qname), self.name("W_UK")),
+                            meta={"action": nope_act}))  # fmt: skip
         if p:
             planes = commutant_basis(AttentionSpec(d_model=2, n_heads=1, d_head_qk=p, rope_dims=p))  # (p, p, p)
 
@@ -265,13 +297,26 @@ class AttentionBlock:
                 dq[..., u:] = WQ[..., u:] @ M[..., None, :, :]
                 return {self.name(qname): dq, self.name("W_KR"): -(WKR @ M.mT)}
 
-            groups.append(Group("attention", self.prefix + "rope_key", p, rope, (self.name(qname), self.name("W_KR"))))
+            def rope_act(w, c):
+                X = torch.einsum("m,mij->ij", c, planes)
+                q = w[self.name(qname)]
+                return {self.name(qname): torch.cat((q[..., :u], q[..., u:] @ torch.linalg.matrix_exp(X)), -1),
+                        self.name("W_KR"): w[self.name("W_KR")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
+
+            groups.append(Group("attention", self.prefix + "rope_key", p, rope, (self.name(qname), self.name("W_KR")),
+                                meta={"action": rope_act}))  # fmt: skip
 
         def vo(c):
             N = c.unflatten(-1, (H, v, v))
             return {self.name("W_UV"): WUV @ N, self.name("W_O"): -(N @ WO)}
 
-        groups.append(Group("attention", self.prefix + "value_output", H * v * v, vo, (self.name("W_UV"), self.name("W_O"))))
+        def vo_act(w, c):
+            Y = c.unflatten(-1, (H, v, v))
+            return {self.name("W_UV"): w[self.name("W_UV")] @ torch.linalg.matrix_exp(Y),
+                    self.name("W_O"): torch.linalg.matrix_exp(-Y) @ w[self.name("W_O")]}  # fmt: skip
+
+        groups.append(Group("attention", self.prefix + "value_output", H * v * v, vo, (self.name("W_UV"), self.name("W_O")),
+                            meta={"action": vo_act}))  # fmt: skip
         latents = [("W_DKV", "gain_DKV", ("W_UK", "W_UV"), a.kv_lora_rank)]
         if a.q_lora_rank:
             latents.append(("W_DQ", "gain_DQ", ("W_UQ",), a.q_lora_rank))
@@ -302,11 +347,18 @@ class AttentionBlock:
                 out[self.name(b)] = -(t * c[..., None, :, None])
             return out
 
+        def gains_act(w, c):
+            out = {self.name(gain): w[self.name(gain)] * c.exp()}
+            for b in Ups:
+                out[self.name(b)] = w[self.name(b)] * (-c).exp()[None, :, None]
+            return out
+
         blocks = (self.name(down),) + tuple(self.name(b) for b in ups)
         out = [
             Group("attention", f"{self.prefix}latent_{tag}_rotations", r * (r - 1) // 2, rot, blocks),
-            Group("attention", f"{self.prefix}latent_{tag}_gains", r, gains, (self.name(gain),) + blocks[1:]),
-        ]
+            Group("attention", f"{self.prefix}latent_{tag}_gains", r, gains, (self.name(gain),) + blocks[1:],
+                  meta={"action": gains_act}),
+        ]  # fmt: skip
 
         def scale(c):
             return {self.name(down): c[..., :1, None] * WD}

@@ -32,8 +32,16 @@ def _units(point: Point, prefix: str, up: str, up_bias: str | None, down: str, p
             out[prefix + up_bias] = (b + 1.0 if plus_one else b) * s
         return out
 
+    def act(w, c):  # up e^s, down e^-s (GPT-OSS: up bias (b + 1) e^s - 1)
+        s = c.unflatten(-1, (U.shape[0], U.shape[-1])) if lead else c
+        out = {prefix + up: w[prefix + up] * s.exp()[..., None, :], prefix + down: w[prefix + down] * (-s).exp()[..., :, None]}
+        if b is not None:
+            bias = w[prefix + up_bias]
+            out[prefix + up_bias] = (bias + 1.0) * s.exp() - 1.0 if plus_one else bias * s.exp()
+        return out
+
     blocks = (prefix + up, prefix + down) + ((prefix + up_bias,) if b is not None else ())
-    return Group(source, f"{prefix}{up}.units", n, fn, blocks)
+    return Group(source, f"{prefix}{up}.units", n, fn, blocks, meta={"plus_one": plus_one, "action": act})
 
 
 def hidden_units(point: Point, layer: int) -> list[Group]:

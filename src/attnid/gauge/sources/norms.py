@@ -45,8 +45,17 @@ def norm_gain(point: Point, norm: str, readers: list[Reader], source: str = "nor
             out[r.weight] = -scale_input(point.w[r.weight], s, r.axis)
         return out
 
+    def act(w, s):  # g e^s, beta e^s, diag(e^-s) W
+        gain = w[f"{norm}.gain"]
+        out = {f"{norm}.gain": (1.0 + gain) * s.exp() - 1.0 if point.spec.gemma_gain else gain * s.exp()}
+        if beta is not None:
+            out[f"{norm}.bias"] = w[f"{norm}.bias"] * s.exp()
+        for r in readers:
+            out[r.weight] = scale_input(w[r.weight], (-s).exp(), r.axis)
+        return out
+
     blocks = (f"{norm}.gain",) + ((f"{norm}.bias",) if beta is not None else ()) + tuple(r.weight for r in readers)
-    return Group(source, f"{norm}.gain", point.d, fn, blocks)
+    return Group(source, f"{norm}.gain", point.d, fn, blocks, meta={"action": act})
 
 
 def norm_bias(point: Point, norm: str, readers: list[Reader], source: str = "norm_bias") -> Group:

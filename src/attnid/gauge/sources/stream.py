@@ -117,8 +117,67 @@ def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
 
     blocks = tuple(writers) + tuple(r.weight for rs in readers.values() for r in rs)
     blocks += tuple(f"{n}.bias" for n in readers if point.beta(n) is not None) + ((head,) if head else ())
+
+    def gram() -> torch.Tensor:
+        """Its Gram in closed form: every block's tangent is L A R-shaped, so <t_A, t_A'> = sum tr(A^T L A' R)."""
+        terms = []  # (L, R) (d, d) pairs
+        S = sum(point.writer_rows(w).mT @ point.writer_rows(w) for w in writers)  # writers: tr(A^T S A')
+        if head:
+            U = point.w[head]
+            terms.append((torch.eye(d, dtype=DTYPE), U @ U.mT))
+        terms.append((S, torch.eye(d, dtype=DTYPE)))
+        for norm, rs in readers.items():
+            g = point.gain(norm)
+            M = sum(_input_gram(point.w[r.weight], r.axis) for r in rs)  # sum W W^T over the input axis
+            terms.append((torch.diag(g**-2), g[:, None] * M * g))
+            beta = point.beta(norm)
+            if beta is not None:
+                b = beta / g
+                terms.append((b[:, None] * b, torch.diag(g**2)))
+        return _skew_gram(terms, Q, iu)
+
+    def act(w, c):  # R = exp(A): writers X R, readers D^-1 R^T D W, beta D^-1 R D, the raw head R^T U
+        B = c.new_zeros(m, m).index_put((iu[0], iu[1]), c)
+        R = torch.linalg.matrix_exp(Q @ (B - B.mT) @ Q.mT)
+        out = {}
+        for name in writers:
+            X = w[name]
+            rows = point.writer_rows(name).shape[0]
+            flat = X.reshape(-1, d)
+            out[name] = torch.cat((flat[:rows] @ R, flat[rows:])).reshape(X.shape)
+        for norm, rs in readers.items():
+            gw = w[f"{norm}.gain"]
+            g = 1.0 + gw if point.spec.gemma_gain else gw
+            for r in rs:
+                out[r.weight] = along_input(w[r.weight], R.mT * g / g[:, None], r.axis)
+            if f"{norm}.bias" in w and point.beta(norm) is not None:
+                out[f"{norm}.bias"] = w[f"{norm}.bias"] @ (R * g / g[:, None])
+        if head:
+            out[head] = R.mT @ w[head]
+        return out
+
+    meta = {"Q": Q, "writers": writers, "readers": readers, "head": head}
+    if not shear:
+        meta["action"] = act
     return Group("residual_rotations", "stream.rotations", n, fn, tuple(dict.fromkeys(blocks)),
-                 meta={"Q": Q, "writers": writers, "readers": readers, "head": head, "shear": shear})  # fmt: skip
+                 gram=None if shear else gram, meta=meta)  # fmt: skip
+
+
+def _input_gram(W: torch.Tensor, axis: int) -> torch.Tensor:
+    """W W^T contracted over every axis but the input one: (d, d)."""
+    Wm = W.movedim(axis, 0).reshape(W.shape[axis], -1)
+    return Wm @ Wm.mT
+
+
+def _skew_gram(terms, Q: torch.Tensor, iu) -> torch.Tensor:
+    """K[(a,b),(c,d)] = sum over (L, R) of tr(E_ab^T L' E_cd R'), L' = Q^T L Q, R' = Q^T R Q, E_ab = e_a e_b^T - e_b e_a^T:
+    L'[a,c] R'[d,b] - L'[a,d] R'[c,b] - L'[b,c] R'[d,a] + L'[b,d] R'[c,a] (L, R symmetric)."""
+    a, b = iu
+    K = 0
+    for L, R in terms:
+        L, R = Q.mT @ L @ Q, Q.mT @ R @ Q
+        K = K + (L[a][:, a] * R[b][:, b] - L[a][:, b] * R[b][:, a] - L[b][:, a] * R[a][:, b] + L[b][:, b] * R[a][:, a])
+    return K
 
 
 def scale_groups(point: Point, stream: Stream) -> list[Group]:
