@@ -216,13 +216,10 @@ def residual(point: Point) -> float:
     return float(proj(point.theta).norm() / point.theta.norm())
 
 
-def _descend(point: Point, iters: int) -> float:
-    """Minimise ||theta||^2 over all of B in one chart c -> act(c) theta, the groups' finite actions
-    (Group.meta["action"], each an exact symmetry) composed in order, by L-BFGS with a strong Wolfe line
-    search; theta moves to the minimiser's point; returns the relative decrease of ||theta||^2."""
+def _chart(point: Point):
+    """(n, acted): the chart c (n,) -> blocks of act(c) theta, B's finite actions (Group.meta["action"], each
+    an exact symmetry) composed in order at the current point."""
     groups = balanced_groups(point)
-    if not groups:
-        return 0.0
     base = {name: t.detach().clone() for name, t in point.w.items()}
     slices, n = [], 0
     for g in groups:
@@ -235,6 +232,16 @@ def _descend(point: Point, iters: int) -> float:
             w.update(g.meta["action"](w, c[s]))
         return w
 
+    return n, acted
+
+
+def _descend(point: Point, iters: int) -> float:
+    """Minimise ||theta||^2 over all of B in one chart c -> act(c) theta, the groups' finite actions
+    (Group.meta["action"], each an exact symmetry) composed in order, by L-BFGS with a strong Wolfe line
+    search; theta moves to the minimiser's point; returns the relative decrease of ||theta||^2."""
+    n, acted = _chart(point)
+    if not n:
+        return 0.0
     f0 = float(point.theta.square().sum())
     c = torch.zeros(n, dtype=DTYPE, requires_grad=True)
     opt = torch.optim.LBFGS([c], lr=1, max_iter=iters, history_size=50, tolerance_grad=1e-15 * f0,
@@ -261,18 +268,9 @@ def _newton(point: Point) -> bool:
     """One Newton step over all of B in the chart at theta, the Hessian's absolute value (saddle-free; a flat
     direction has nothing to balance), kept when the residual falls: the first-order condition resolves what
     ||theta||^2 itself cannot below sqrt(eps)."""
-    groups = balanced_groups(point)
-    base = {name: t.detach().clone() for name, t in point.w.items()}
-    slices, n = [], 0
-    for g in groups:
-        slices.append(slice(n, n + g.n))
-        n += g.n
-
-    def acted(c):
-        w = dict(base)
-        for g, s in zip(groups, slices):
-            w.update(g.meta["action"](w, c[s]))
-        return w
+    n, acted = _chart(point)
+    if not n:
+        return False
 
     def F(c):
         return sum((t**2).sum() for t in acted(c).values())

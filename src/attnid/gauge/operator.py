@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from ..symmetry.linalg import nonzero
+from ..symmetry.linalg import nonzero, serial
 from .group import Group
 from .point import DTYPE, FineLayout
 
@@ -147,7 +147,9 @@ class Projection:
 
     def __init__(self, generators: Generators, K: torch.Tensor | None = None):
         self.T = generators
-        K = generators.gram() if K is None else K
+        if K is None:
+            with serial():  # many small products
+                K = generators.gram()
         self.K = K
         L, info = torch.linalg.cholesky_ex(K)
         self.cholesky = int(info) == 0 and K.shape[0] > 0

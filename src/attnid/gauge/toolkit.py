@@ -26,6 +26,7 @@ import torch
 from ..flat import FlatLayout
 from ..model.counting import count_model
 from ..model.spec import ModelSpec
+from ..symmetry.linalg import serial
 from .names import NameMap, name_map
 from .operator import Generators, Projection
 from .point import DTYPE, FineLayout, Point
@@ -142,13 +143,17 @@ class Gauge:
 
     def project(self, update):
         """The tangent part P u of an update ({name: tensor} as named_parameters, or a flat layout vector)."""
-        u, back = self._to_fine(update)
-        return back(self.projection(u))
+        proj = self.projection
+        with serial():  # many small products: one thread each (attnid.symmetry.linalg.serial)
+            u, back = self._to_fine(update)
+            return back(proj(u))
 
     def project_out(self, update):
         """u - P u: the update without its tangent part."""
-        u, back = self._to_fine(update)
-        return back(u - self.projection(u))
+        proj = self.projection
+        with serial():
+            u, back = self._to_fine(update)
+            return back(u - proj(u))
 
     def overlap(self, update) -> dict:
         """||P u|| / ||u|| ('all'), and per source ||T_s c_s|| / ||u|| of the decomposition P u = sum_s T_s c_s."""
@@ -156,8 +161,12 @@ class Gauge:
 
     def split(self, update) -> tuple:
         """(P u in the update's form, the overlaps of :meth:`overlap`) from one solve."""
-        u, back = self._to_fine(update)
         proj = self.projection
+        with serial():
+            return self._split(proj, update)
+
+    def _split(self, proj, update) -> tuple:
+        u, back = self._to_fine(update)
         c = proj.coefficients(u)
         pu = proj.T.apply(c)
         norm = float(u.norm())
