@@ -124,8 +124,21 @@ class AttentionBlock:
                 out[self.name("b_K")] = (w[self.name("b_K")][:, None, :] @ Mt)[:, 0]
             return out
 
+        def adjoint(v):  # C_g = sum_h W_Q^h^T V_Q^h + b_Q^h v_bQ^h - V_K^g^T W_K^g - v_bK^g b_K^g; <B_m, C_g>
+            m_ = next(iter(v.values())).shape[0]
+            C = torch.zeros(m_, G, WQ.shape[-1], WQ.shape[-1], dtype=DTYPE)
+            if self.name("W_Q") in v:
+                C = C + (WQ.mT @ v[self.name("W_Q")]).unflatten(1, (G, r)).sum(2)
+            if bQ is not None and self.name("b_Q") in v:
+                C = C + (bQ[:, :, None] * v[self.name("b_Q")][:, :, None, :]).unflatten(1, (G, r)).sum(2)
+            if self.name("W_K") in v:
+                C = C - v[self.name("W_K")].mT @ WK
+            if bK is not None and self.name("b_K") in v:
+                C = C - v[self.name("b_K")][..., :, None] * bK[:, None, :]
+            return torch.einsum("mij,ngij->ngm", basis, C).reshape(m_, G * m)
+
         blocks = tuple(self.name(b) for b in ("W_Q", "b_Q", "W_K", "b_K") if self.has(b))
-        return Group("attention", self.prefix + "query_key", G * m, fn, blocks, meta={"action": act})
+        return Group("attention", self.prefix + "query_key", G * m, fn, blocks, meta={"action": act, "adjoint": adjoint})
 
     def qk_norm_groups(self) -> list[Group]:
         a, G, H, r = self.a, self.a.n_kv_heads, self.a.n_heads, self.a.group_size
@@ -218,8 +231,19 @@ class AttentionBlock:
                 out[self.name("b_V")] = (w[self.name("b_V")][:, None, :] @ N)[:, 0]
             return out
 
+        def adjoint(vb):  # C_g = W_V^g^T V_V^g + b_V^g v_bV^g - sum_h V_O^h W_O^h^T
+            m_ = next(iter(vb.values())).shape[0]
+            C = torch.zeros(m_, G, v, v, dtype=DTYPE)
+            if self.name("W_V") in vb:
+                C = C + WV.mT @ vb[self.name("W_V")]
+            if bV is not None and self.name("b_V") in vb:
+                C = C + bV[:, :, None] * vb[self.name("b_V")][:, :, None, :]
+            if self.name("W_O") in vb:
+                C = C - (vb[self.name("W_O")] @ WO.mT).unflatten(1, (G, r)).sum(2)
+            return C.reshape(m_, G * v * v)
+
         blocks = tuple(self.name(b) for b in ("W_V", "b_V", "W_O") if self.has(b))
-        return Group("attention", self.prefix + "value_output", G * v * v, fn, blocks, meta={"action": act})
+        return Group("attention", self.prefix + "value_output", G * v * v, fn, blocks, meta={"action": act, "adjoint": adjoint})
 
     def value_sums(self) -> torch.Tensor:
         """S (G, v, d): S_g = sum_{h in g} W_O^h."""

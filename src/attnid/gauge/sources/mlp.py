@@ -40,8 +40,19 @@ def _units(point: Point, prefix: str, up: str, up_bias: str | None, down: str, p
             out[prefix + up_bias] = (bias + 1.0) * s.exp() - 1.0 if plus_one else bias * s.exp()
         return out
 
+    def adjoint(v):  # <up column j, V> + (b_j [+ 1]) v_b - <down row j, V>
+        m = next(iter(v.values())).shape[0]
+        out = torch.zeros(m, *U.shape[:-2], U.shape[-1], dtype=DTYPE)
+        if prefix + up in v:
+            out = out + (U * v[prefix + up]).sum(-2)
+        if b is not None and prefix + up_bias in v:
+            out = out + (b + 1.0 if plus_one else b) * v[prefix + up_bias]
+        if prefix + down in v:
+            out = out - (D * v[prefix + down]).sum(-1)
+        return out.reshape(m, n)
+
     blocks = (prefix + up, prefix + down) + ((prefix + up_bias,) if b is not None else ())
-    return Group(source, f"{prefix}{up}.units", n, fn, blocks, meta={"plus_one": plus_one, "action": act})
+    return Group(source, f"{prefix}{up}.units", n, fn, blocks, meta={"plus_one": plus_one, "action": act, "adjoint": adjoint})
 
 
 def hidden_units(point: Point, layer: int) -> list[Group]:

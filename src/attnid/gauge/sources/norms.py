@@ -54,8 +54,21 @@ def norm_gain(point: Point, norm: str, readers: list[Reader], source: str = "nor
             out[r.weight] = scale_input(w[r.weight], (-s).exp(), r.axis)
         return out
 
+    def adjoint(v):  # g_i v_g + beta_i v_beta - sum over readers of <row i of W, row i of V>
+        m = next(iter(v.values())).shape[0]
+        out = torch.zeros(m, point.d, dtype=DTYPE)
+        if f"{norm}.gain" in v:
+            out = out + g * v[f"{norm}.gain"]
+        if beta is not None and f"{norm}.bias" in v:
+            out = out + beta * v[f"{norm}.bias"]
+        for r in readers:
+            if r.weight in v:
+                W = point.w[r.weight].movedim(r.axis, 0).reshape(point.d, -1)
+                out = out - (v[r.weight].movedim(r.axis + 1, 1).reshape(m, point.d, -1) * W).sum(-1)
+        return out
+
     blocks = (f"{norm}.gain",) + ((f"{norm}.bias",) if beta is not None else ()) + tuple(r.weight for r in readers)
-    return Group(source, f"{norm}.gain", point.d, fn, blocks, meta={"action": act})
+    return Group(source, f"{norm}.gain", point.d, fn, blocks, meta={"action": act, "adjoint": adjoint})
 
 
 def norm_bias(point: Point, norm: str, readers: list[Reader], source: str = "norm_bias") -> Group:

@@ -156,9 +156,33 @@ def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
             out[head] = R.mT @ w[head]
         return out
 
+    def adjoint(v):  # <A, M>, M = sum X^T V_X - D^-1 (V_W W^T) D + D^-1 beta^T v_beta D - V_U U^T; skew part in Q
+        some = next(iter(v.values()))
+        mm = some.shape[0]
+        M = torch.zeros(mm, d, d, dtype=DTYPE)
+        for name in writers:
+            if name in v:
+                rows = point.writer_rows(name)
+                M = M + rows.mT @ v[name].reshape(mm, -1, d)[:, : rows.shape[0]]
+        for norm, rs in readers.items():
+            g = point.gain(norm)
+            part = torch.zeros(mm, d, d, dtype=DTYPE)
+            for r in rs:
+                if r.weight in v:
+                    W = point.w[r.weight].movedim(r.axis, 0).reshape(d, -1)
+                    part = part - v[r.weight].movedim(r.axis + 1, 1).reshape(mm, d, -1) @ W.mT
+            beta = point.beta(norm)
+            if beta is not None and f"{norm}.bias" in v:
+                part = part + beta[:, None] * v[f"{norm}.bias"][:, None, :]
+            M = M + part * g / g[:, None]
+        if head and head in v:
+            M = M - v[head] @ point.w[head].mT
+        Mq = Q.mT @ M @ Q
+        return Mq[:, iu[0], iu[1]] - Mq[:, iu[1], iu[0]]
+
     meta = {"Q": Q, "writers": writers, "readers": readers, "head": head}
     if not shear:
-        meta["action"] = act
+        meta["action"], meta["adjoint"] = act, adjoint
     return Group("residual_rotations", "stream.rotations", n, fn, tuple(dict.fromkeys(blocks)),
                  gram=None if shear else gram, meta=meta)  # fmt: skip
 
@@ -171,13 +195,15 @@ def _input_gram(W: torch.Tensor, axis: int) -> torch.Tensor:
 
 def _skew_gram(terms, Q: torch.Tensor, iu) -> torch.Tensor:
     """K[(a,b),(c,d)] = sum over (L, R) of tr(E_ab^T L' E_cd R'), L' = Q^T L Q, R' = Q^T R Q, E_ab = e_a e_b^T - e_b e_a^T:
-    L'[a,c] R'[d,b] - L'[a,d] R'[c,b] - L'[b,c] R'[d,a] + L'[b,d] R'[c,a] (L, R symmetric)."""
+    with K4 = sum_t L'_t (x) R'_t (Kronecker, one product of (m^2, t) by (t, m^2)), K4[ab, cd] - K4[ab, dc] -
+    K4[ba, cd] + K4[ba, dc] (L, R symmetric)."""
     a, b = iu
-    K = 0
-    for L, R in terms:
-        L, R = Q.mT @ L @ Q, Q.mT @ R @ Q
-        K = K + (L[a][:, a] * R[b][:, b] - L[a][:, b] * R[b][:, a] - L[b][:, a] * R[a][:, b] + L[b][:, b] * R[a][:, a])
-    return K
+    Ls = torch.stack([(Q.mT @ L @ Q).reshape(-1) for L, _ in terms])  # (t, m^2): index a m + c
+    Rs = torch.stack([(Q.mT @ R @ Q).reshape(-1) for _, R in terms])  # index b m + d
+    m = Q.shape[1]
+    K4 = (Ls.mT @ Rs).reshape(m, m, m, m).permute(0, 2, 1, 3).reshape(m * m, m * m)  # [(a, b), (c, d)]
+    ab, ba = a * m + b, b * m + a
+    return K4[ab][:, ab] - K4[ab][:, ba] - K4[ba][:, ab] + K4[ba][:, ba]
 
 
 def scale_groups(point: Point, stream: Stream) -> list[Group]:
