@@ -37,10 +37,34 @@ def _jacobian(spec, layout, theta, seqs=2):
     return J, float(torch.linalg.matrix_norm(J, 2))
 
 
-@pytest.mark.parametrize("name", sorted(set(OWN) - FALLBACK))
+TIED_RAW = {"tied": True, "final_norm": False, "positions": "none"}
+BIASES = {"attention": {"biases": "qkvo"}, "mlp_bias": True}
+QWEN = {"positions": "rope", "norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "n_layers": 1}
+BERT = {"norm_position": "post", "final_norm": False, "embedding_norm": True, "attention": {"biases": "qkvo"},
+        "mlp_bias": True, "token_types": 2, "mlm_head": True, "n_layers": 1}  # fmt: skip
+MORE = {  # ranges beyond the grid: raw-stream constants and head biases, q/k norms on few tokens, BERT variants
+    "pinned_value_biases": TIED_RAW,
+    "pinned_three_layers": {**TIED_RAW, "n_layers": 3},
+    "pinned_head_bias": {**TIED_RAW, **BIASES, "lm_head_bias": True},
+    "raw_head_bias_rms": {**TIED_RAW, "norm": "rmsnorm", "norm_bias": False, **BIASES, "lm_head_bias": True},
+    "offset_head_bias_tied": {"tied": True, "final_norm": False, **BIASES, "lm_head_bias": True, "n_layers": 1},
+    "offset_head_bias_untied": {"final_norm": False, "positions": "none", "lm_head_bias": True, "mlp_bias": True},
+    "qk_norm_few_tokens": {**QWEN, "vocab_size": 9, "attention": {"rope_dims": 4, "qk_norm": "rms_head", "norm_eps": 0.0}},
+    "qk_norm_few_tokens_eps": {**QWEN, "vocab_size": 10, "attention": {"rope_dims": 4, "qk_norm": "rms_head"}},
+    "bert_tied_no_beta": {**BERT, "tied": True, "lm_head_bias": True, "norm_bias": False},
+    "bert_untied_eps": {**BERT, "lm_head_bias": True, "norm_eps": 1e-5},
+}  # fmt: skip
+OWN_AND_MORE = {**{k: v for k, v in OWN.items() if k not in FALLBACK}, **MORE}
+
+
+@pytest.mark.parametrize("name", sorted(OWN_AND_MORE))
 def test_generators_span_the_count(name):
     """Explicit generators: rank = count (per source too), every one a fibre direction of the logits."""
-    spec, layout, theta, point, groups = _case(name)
+    spec = own_spec(OWN_AND_MORE[name])
+    layout = ModelLayout(spec)
+    theta = layout.init(torch.Generator().manual_seed(0))
+    point = Point(spec, theta)
+    groups = generators(point)
     counts = count_model(spec)
     ops = Generators(point.layout, groups)
     exact = [i for i, g in enumerate(groups) if not g.weak]
@@ -51,7 +75,7 @@ def test_generators_span_the_count(name):
     for i in exact:
         by_source.setdefault(groups[i].source, []).append(i)
     ranks = {s: orthonormal_rows(ops.matrix(ix))[1]["rank"] for s, ix in by_source.items()}
-    assert ranks == {s: v for s, v in counts.breakdown.items() if v}
+    assert ranks == {s: v for s, v in counts.breakdown.items() if v}, "a source's generators against its count"
     weak = [i for i, g in enumerate(groups) if g.weak]
     assert orthonormal_rows(torch.cat([T, ops.matrix(weak)]))[1]["rank"] - info["rank"] == counts.weakly_identified
     J, smax = _jacobian(spec, layout, theta)

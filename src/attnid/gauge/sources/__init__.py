@@ -7,9 +7,10 @@ r"""Every whole-model counting rule as generators at a point: one module per fam
     norm_gain, norm_bias, centring_readers/_writers .norms
     residual_rotations, residual_scale, embeddings,
     parallel_constants, constant_offsets,
-    unread_positions                                .stream
+    head_bias_constants, unread_positions           .stream
     mlp_hidden, moe_hidden_units, moe_router        .mlp
-    latent_token_points, first_mlp_table            .tokens
+    latent_token_points, qk_norm_token_points,
+    first_mlp_table                                 .tokens
     post-LN models, token_types, tied_shift,
     mlm_head, norm_bias_offsets                     .post_ln
     embedding_norm                                  here (BLOOM: beta's ones component)
@@ -24,7 +25,6 @@ from __future__ import annotations
 import torch
 
 from ...model.counting.limits import check_countable
-from ...model.counting.raw_head import absorbs_constants, raw_head_bias
 from ...model.counting.residual import Stream
 from ..group import Group
 from ..point import DTYPE, Point
@@ -37,11 +37,12 @@ from .stream import (
     constant_offsets,
     parallel_constants,
     position_shift,
+    raw_head_bias,
     rotation_group,
     scale_groups,
     unread_positions,
 )
-from .tokens import first_mlp_table, latent_token_points
+from .tokens import first_mlp_table, latent_token_points, qk_norm_token_points
 
 __all__ = ["generators"]
 
@@ -57,8 +58,6 @@ def generators(point: Point) -> list[Group]:
 def pre_ln_groups(point: Point) -> list[Group]:
     spec = point.spec
     stream = Stream.of(spec)
-    if absorbs_constants(spec) and raw_head_bias(spec, stream.offset or stream.pinned, stream.offset):
-        raise NotImplementedError("a head bias reading the raw stream")
     if spec.embedding_norm and not spec.tied:
         raise NotImplementedError("an embedding norm before pre-LN blocks with an untied head")
     readers = point.norm_readers()
@@ -70,10 +69,11 @@ def pre_ln_groups(point: Point) -> list[Group]:
             sink = f"layers.{i}.mlp.down_bias"
         else:
             sink = None
-        groups += AttentionBlock(point, i, True, f"layers.{i}.norm_1", sink, stream.d_const).groups()
+        ones_sink = ("pos" if spec.tied else "embed") if stream.offset else None  # counting.residual.constant_offsets
+        groups += AttentionBlock(point, i, True, f"layers.{i}.norm_1", sink, stream.d_const, ones_sink).groups()
         groups += hidden_units(point, i) + router_shift(point, i)
-    groups = latent_token_points(point, groups)
-    groups += parallel_constants(point, stream) + constant_offsets(point, stream)
+    groups = latent_token_points(point, groups) + qk_norm_token_points(point)
+    groups += parallel_constants(point, stream) + constant_offsets(point, stream) + raw_head_bias(point, stream)
     for norm, rs in readers.items():
         if norm == "final_norm" and spec.tied:  # the head sees its gain; a head bias takes beta E^T
             if spec.lm_head_bias and point.beta(norm) is not None:

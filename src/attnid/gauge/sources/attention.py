@@ -59,11 +59,12 @@ class AttentionBlock:
 
     normed: it reads a norm's output (whose name is `norm`: beta there makes effective q/k/v biases);
     sink: the block that absorbs a constant written where b_O is (b_O itself, a parallel MLP's down bias) or None;
-    centred_out: the ones component of what it writes is invisible (every reader of the stream is a LayerNorm);
-    const_rank: the dims of a constant written there that the model sees (d, or d - 1)."""
+    const_rank: the dims of a constant written there that the model sees (d, or d - 1 when its ones component is
+    invisible, or trades with ones_sink: the E or position rows that shift along 1 to take it back)."""
 
-    def __init__(self, point: Point, layer: int, normed: bool, norm: str | None, sink: str | None, const_rank: int):
-        self.p, self.layer = point, layer
+    def __init__(self, point: Point, layer: int, normed: bool, norm: str | None, sink: str | None, const_rank: int,
+                 ones_sink: str | None = None):  # fmt: skip
+        self.p, self.layer, self.ones_sink = point, layer, ones_sink
         self.a = point.spec.layer_specs[layer].attention
         self.prefix = f"layers.{layer}.attn."
         self.normed, self.norm, self.sink, self.const_rank = normed, norm, sink, const_rank
@@ -284,9 +285,17 @@ class AttentionBlock:
                 out[self.name("W_V")] = outer_input(y, col, self.W("W_V").shape, 1)
             if self.sink is not None:
                 out[self.sink] = -torch.einsum("...gv,gvd->...d", y, S)
+            elif self.ones_sink is not None:  # the constant kappa 1 it writes, taken back by a shift along 1
+                from .stream import _rows_update
+
+                kappa = torch.einsum("...gv,gvd->...d", y, S).mean(-1)  # (...,)
+                rows = self.p.writer_rows(self.ones_sink).shape[0]
+                shift = -kappa[..., None, None] * torch.ones(rows, d, dtype=DTYPE)
+                out[self.ones_sink] = _rows_update(self.p, self.ones_sink, shift)
             return out
 
         blocks = ((self.name("b_V"),) if own else (self.name("W_V"),)) + ((self.sink,) if self.sink else ())
+        blocks += (self.ones_sink,) if self.sink is None and self.ones_sink else ()
         return Group("attention", self.prefix + "value_bias", n, fn, blocks)
 
     # latent attention ---------------------------------------------------------------------------------

@@ -86,7 +86,8 @@ def post_ln_groups(point: Point) -> list[Group]:
     last = f"layers.{spec.n_layers - 1}.norm_2"
     if spec.mlm_head:
         dense = [Reader("mlm.dense", 0, "mlm.dense_bias", d)]
-        groups += [norm_gain(point, last, dense, "mlm_head"), norm_bias(point, last, dense, "mlm_head")]
+        groups.append(norm_gain(point, last, dense, "mlm_head"))
+        groups += [norm_bias(point, last, dense, "mlm_head")] if beta else []
         groups += centring_readers(point, last, dense, "mlm_head")
     head, hn = point.head_reader() if not spec.mlm_head else _head_after_mlm(point), head_norm(spec)
     if not spec.tied:

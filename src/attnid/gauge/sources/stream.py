@@ -272,31 +272,136 @@ def parallel_constants(point: Point, stream: Stream) -> list[Group]:
     return out
 
 
+def _head_of_raw_stream(point: Point):
+    """(v (d,) -> the V-vector v U a raw-stream head adds to every position's logits), or None without a head
+    bias reading the raw stream (U = E^T when tied)."""
+    from ...model.counting.raw_head import absorbs_constants
+
+    if not absorbs_constants(point.spec):
+        return None
+    U = point.w["embed"].mT if point.spec.tied else point.w["unembed"]  # (d, V)
+    return lambda v: v @ U
+
+
+def _value_ones(point: Point, layer: int):
+    """(block, value) realising a value bias y* whose constant sum_g y*_g S_g is the ones vector, or None when
+    the layer cannot write one (no effective value bias, or 1 outside the row space of the stacked S_g)."""
+    from .attention import AttentionBlock
+
+    block = AttentionBlock(point, layer, True, f"layers.{layer}.norm_1", None, point.d)
+    a = block.a
+    own = block.has("b_V")
+    if (not own and block.beta is None) or a.kv_lora_rank or a.sinks:
+        return None
+    S = block.value_sums().reshape(-1, point.d)  # (G v, d)
+    ones = torch.ones(point.d, dtype=DTYPE)
+    y = torch.linalg.lstsq(S.mT, ones).solution  # (G v,)
+    if float((y @ S - ones).norm()) > 1e-8 * float(S.norm()) * float(y.norm()) + 1e-12:
+        return None  # generically: G v < d, no solution
+    y = y.reshape(a.n_kv_heads, a.d_head_v)
+    if own:
+        return block.name("b_V"), y
+    col = block.inv_gain / (block.beta @ block.inv_gain)
+    return block.name("W_V"), col[:, None, None] * y[None]  # (d, G, v) -> W_V (G, d, v) below
+
+
 def constant_offsets(point: Point, stream: Stream) -> list[Group]:
-    """No final LayerNorm, E untied or positions learned: each constant writer's ones component trades with a
-    uniform shift of E (or of the positions) along 1."""
+    """No final LayerNorm: the stream's ones component reaches the logits only as one sum (counting.residual):
+    E untied or positions learned (`offset`): each constant writer's ones component trades with a uniform
+    shift of E (or of the positions) along 1; tied without learned positions (`pinned`): the writers' ones
+    components (b_O, b_down, and a value bias whose constant is 1) trade among themselves, each alone when a
+    head bias on the raw stream absorbs the sum."""
     spec, d = point.spec, point.d
     if not (stream.offset or stream.pinned):
         return []
-    if stream.pinned:
-        raise NotImplementedError("constant offsets of a tied model without learned positions")
-    shift = "pos" if spec.tied else "embed"
-    consts = []
+    ones = torch.ones(d, dtype=DTYPE)
+    writers = []  # (block, value (block-shaped) of the unit ones-component move)
     for i, x in enumerate(spec.layer_specs):
-        consts += [f"layers.{i}.attn.b_O"] if x.attention.has_bias("o") else []
-        consts += [f"layers.{i}.mlp.down_bias"] if x.mlp.bias else []
-    if not consts:
+        if x.attention.has_bias("o"):
+            writers.append((f"layers.{i}.attn.b_O", ones))
+        if x.mlp.bias:
+            writers.append((f"layers.{i}.mlp.down_bias", ones))
+        if stream.pinned:
+            if spec.parallel and x.mlp.bias and x.attention.has_bias("o"):
+                raise NotImplementedError("constant offsets of parallel blocks with both constants, tied and pinned")
+            vo = None if x.attention.has_bias("o") else _value_ones(point, i)  # with b_O: the value bias trades there
+            if vo is not None:
+                name, value = vo
+                writers.append((name, value.permute(1, 0, 2) if name.endswith("W_V") else value))
+    if not writers:
         return []
-    rows = point.writer_rows(shift).shape[0]
+    head = _head_of_raw_stream(point)
+    blocks = tuple(dict.fromkeys(n for n, _ in writers))
+    if stream.offset:
+        shift = "pos" if spec.tied else "embed"
+        rows = point.writer_rows(shift).shape[0]
 
-    def fn(c):
-        ones = torch.ones(d, dtype=DTYPE)
-        out = {name: c[..., j : j + 1] * ones for j, name in enumerate(consts)}
-        total = c.sum(-1)[..., None, None] * ones
-        out[shift] = _rows_update(point, shift, -total.expand(*c.shape[:-1], rows, d))
+        def fn(c):
+            out = {}
+            for j, (name, value) in enumerate(writers):
+                out[name] = out.get(name, 0) + c[..., j : j + 1].reshape(*c.shape[:-1], *([1] * value.dim())) * value
+            total = c.sum(-1)[..., None, None] * ones
+            out[shift] = _rows_update(point, shift, -total.expand(*c.shape[:-1], rows, d))
+            return out
+
+        return [Group("constant_offsets", "stream.constant_offsets", len(writers), fn, blocks + (shift,))]
+    if head is not None:  # each alone: the head bias takes the sum's change
+
+        def fn(c):
+            out = {}
+            for j, (name, value) in enumerate(writers):
+                out[name] = out.get(name, 0) + c[..., j : j + 1].reshape(*c.shape[:-1], *([1] * value.dim())) * value
+            out["unembed_bias"] = -c.sum(-1, keepdim=True) * head(ones)
+            return out
+
+        return [Group("constant_offsets", "stream.constant_offsets", len(writers), fn, blocks + ("unembed_bias",))]
+    n = len(writers) - 1
+
+    def trades(c):  # writer j up, writer j + 1 down
+        out = {}
+        for j in range(n):
+            for k, sign in ((j, 1.0), (j + 1, -1.0)):
+                name, value = writers[k]
+                out[name] = out.get(name, 0) + sign * c[..., j : j + 1].reshape(*c.shape[:-1], *([1] * value.dim())) * value
         return out
 
-    return [Group("constant_offsets", "stream.constant_offsets", len(consts), fn, tuple(consts) + (shift,))]
+    return [Group("constant_offsets", "stream.constant_offsets", n, trades, blocks)] if n else []
+
+
+def raw_head_bias(point: Point, stream: Stream) -> list[Group]:
+    """A head bias c on the raw stream (counting.raw_head): the last block's MLP down bias y with dc = -y U (y in
+    1^perp where its ones component trades already), and, with a shift (`offset`), E or the positions along 1
+    with dc = -1 U."""
+    from ...model.counting.raw_head import raw_head_bias as count
+
+    spec, d = point.spec, point.d
+    head = _head_of_raw_stream(point)
+    if head is None or not count(spec, stream.offset or stream.pinned, stream.offset):
+        return []
+    if spec.parallel:
+        raise NotImplementedError("a raw-stream head bias after parallel blocks")
+    out = []
+    last = spec.n_layers - 1
+    if spec.layer_specs[-1].mlp.bias:
+        basis = ones_complement(d).mT if (stream.offset or stream.pinned) else torch.eye(d, dtype=DTYPE)
+        down = f"layers.{last}.mlp.down_bias"
+
+        def fn(c):
+            y = c @ basis
+            return {down: y, "unembed_bias": -head(y)}
+
+        out.append(Group("head_bias_constants", "head.down_bias", basis.shape[0], fn, (down, "unembed_bias")))
+    if stream.offset:
+        shift = "pos" if spec.tied else "embed"
+        rows = point.writer_rows(shift).shape[0]
+        ones = torch.ones(d, dtype=DTYPE)
+
+        def shift_fn(c):
+            return {shift: _rows_update(point, shift, c[..., :1, None].expand(*c.shape[:-1], rows, d) * ones),
+                    "unembed_bias": -c[..., :1] * head(ones)}  # fmt: skip
+
+        out.append(Group("head_bias_constants", "head.shift", 1, shift_fn, (shift, "unembed_bias")))
+    return out
 
 
 def position_shift(point: Point, stream: Stream) -> list[Group]:

@@ -89,3 +89,74 @@ def first_mlp_table(point: Point, stream) -> list[Group]:
     names = ["embed"] + [b for b in point.layout.blocks if b.startswith("layers.0.")]
     names += [b for b in ("final_norm.gain", "final_norm.bias") if spec.tied and b in point.layout]
     return [Group("first_mlp_table", "layers.0.mlp.table", n, lambda c: {}, tuple(names), fallback=True)]
+
+
+def qk_norm_token_points(point: Point) -> list[Group]:
+    r"""The first block's q/k norms on the V token points (counting.token_points.qk_norm_token_points).
+
+    A q/k RMSNorm sees a projection y_t = x_t W + b only through its direction. With X~ = [X, 1] (the points
+    and, for a bias, a column of ones; its rank is d_in) and Y = X~ W~ (V, w), a change dW~ = X~^+ (lambda o Y)
+    moves every y_t by lambda_t y_t (so keeps its direction) iff every column lambda o Y_j lies in range X~:
+    (I - P_X) diag(Y_j) lambda = 0 for every j, a (w V) x V system whose null space holds lambda = 1 (the norm's
+    own scale) and, on few tokens, V - 1 - w (V - d_in) more (its rank is taken from that count, not from a
+    threshold). Per query head and key group (one each across heads for rms_all); weak for eps > 0.
+    """
+    spec = point.spec
+    a = spec.layer_specs[0].attention
+    if a.qk_norm == "none" or a.kv_lora_rank or spec.positions == "learned":
+        return []
+    if a.qk_norm == "layernorm_head":
+        raise NotImplementedError("q/k LayerNorms on the first block's token points")
+    V, d = spec.vocab_size, point.d
+    beta = point.layernorm and spec.norm_bias
+    d_c = d - 1 if point.layernorm else d
+    X = first_block_points(point)  # (V, d)
+    p = "layers.0.attn."
+    H, G, k = a.n_heads, a.n_kv_heads, a.d_head_qk
+    projections = []  # (weight block, bias block or None, heads: index list or None for all)
+    for w_name, b_name, n in (("W_Q", "b_Q", H), ("W_K", "b_K", G)):
+        bias = p + b_name if p + b_name in point.layout else None
+        if a.qk_norm == "rms_all":
+            projections.append((p + w_name, bias, list(range(n))))
+        else:
+            projections += [(p + w_name, bias, [i]) for i in range(n)]
+    groups = []
+    for w_name, b_name, heads in projections:
+        own = b_name is not None
+        d_in = d_c + (own or beta)
+        Xt = torch.cat((X, torch.ones(V, 1, dtype=DTYPE)), 1) if own else X
+        W = point.w[w_name][heads]  # (h, d, k)
+        Y = torch.einsum("vd,hdk->vhk", X, W).reshape(V, -1)  # (V, w)
+        if own:
+            Y = Y + point.w[b_name][heads].reshape(-1)
+        width = Y.shape[1]
+        extra = V - 1 - width * (V - d_in)
+        if extra <= 0:
+            continue
+        U, _, _ = torch.linalg.svd(Xt, full_matrices=True)
+        outside = U[:, d_in:]  # (V, V - d_in): the complement of range X~
+        A = torch.einsum("vo,vj->jov", outside, Y).reshape(-1, V)  # rows (I - P) diag(Y_j), in the complement's basis
+        _, _, Vh = torch.linalg.svd(A, full_matrices=True)
+        null = Vh[V - 1 - extra :]  # (extra + 1, V): rank V - 1 - extra (the count's), lambda = 1 among them
+        null = null - null.mean(-1, keepdim=True)  # the norm's own scale (lambda = 1) is its own group
+        basis = torch.linalg.qr(null.mT).Q.mT[:extra]  # (extra, V)
+        pinv = torch.linalg.pinv(Xt)  # (d [+ 1], V)
+        changes = torch.einsum("rv,nv,vj->nrj", pinv, basis, Y)  # (extra, d [+ 1], w): dW~ per basis lambda
+        dW = changes[:, :d].reshape(extra, d, len(heads), k).permute(0, 2, 1, 3)  # (extra, h, d, k)
+        db = changes[:, d].reshape(extra, len(heads), k) if own else None
+        full_W = point.w[w_name].shape
+
+        def fn(c, dW=dW, db=db, heads=heads, w_name=w_name, b_name=b_name, full_W=full_W):
+            outW = torch.zeros(*c.shape[:-1], *full_W, dtype=DTYPE)
+            outW[..., heads, :, :] = torch.einsum("...n,nhdk->...hdk", c, dW)
+            out = {w_name: outW}
+            if db is not None:
+                outb = torch.zeros(*c.shape[:-1], full_W[0], full_W[-1], dtype=DTYPE)
+                outb[..., heads, :] = torch.einsum("...n,nhk->...hk", c, db)
+                out[b_name] = outb
+            return out
+
+        blocks = (w_name,) + ((b_name,) if own else ())
+        groups.append(Group("qk_norm_token_points", f"{w_name}{heads}.token_points", extra, fn, blocks,
+                            weak=a.norm_eps > 0))  # fmt: skip
+    return groups
