@@ -121,3 +121,18 @@ def test_actions_are_symmetries_with_the_right_tangent(name):
         assert torch.allclose(tangent, expected, atol=1e-12), g.name
         after = logits(moved(c), tokens, spec, layout)
         assert float((after - before).abs().max() / before.abs().max()) < 1e-12, g.name
+
+
+def test_gauge_of_a_model_spec():
+    """Gauge(spec, theta): dim from the count, a flat projection in the layout's order, weak directions on request."""
+    from attnid.gauge import Gauge
+
+    spec = own_spec(OWN["qwen3_like_eps"])
+    theta = ModelLayout(spec).init(torch.Generator().manual_seed(0))
+    counts = count_model(spec)
+    g, gw = Gauge(spec, theta), Gauge(spec, theta, weak=True)
+    assert (g.dim, gw.dim) == (counts.unidentified, counts.unidentified + counts.weakly_identified)
+    u = torch.randn(spec.n_params, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    pu, pwu = g.project(u), gw.project(u)
+    assert torch.allclose(g.project(pu), pu, atol=1e-11) and pwu.norm() > pu.norm()
+    assert torch.allclose(g.project_out(u), u - pu, atol=1e-12)
