@@ -30,8 +30,9 @@ LAYERS = (
     ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.device", "attnid.layout", "attnid.variants",
                         "attnid.attention", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
                         "attnid.jacobian.*", "attnid.model.layout", "attnid.model.forward", "attnid.model.judge",
-                        "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check", "attnid.hf.tiny", "attnid.hf.coverage",
-                        "attnid.training", "attnid.training.*"]),
+                        "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check",
+                        "attnid.hf.tiny", "attnid.hf.coverage", "attnid.training", "attnid.training.*", "attnid.gauge",
+                        "attnid.gauge.*"]),
     ("report", True, ["attnid.report", "attnid.report.*"]),
     ("entry points", False, ["attnid", "attnid.__main__", "attnid.cli", "attnid.provenance"]),
 )  # fmt: skip

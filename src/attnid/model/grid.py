@@ -5,7 +5,9 @@ A case is measured at the spec's eps (rank of all logits over balanced random to
 `attnid.model.judge.model_sizing`), on the first half of its sequences, at another seed, and, where a
 norm has eps > 0, again at eps = 0 with the same weights and tokens: the difference is the weakly
 identified dimension, reported with the singular values that carry it. `agree` needs all of it:
-measured == count, the same on half the data and at the other seed, weak measured == weak count.
+measured == count, the same on half the data and at the other seed, weak measured == weak count, and the
+other side of the certificate (`attnid.gauge.certificate`): the explicit generators at the measured point
+have rank == count, each with ||J t|| / (||J|| ||t||) at rounding, and the weak ones the weak rank.
 With torch threads >= 2 the table measures two cases at a time, each on one thread.
 """
 
@@ -61,9 +63,11 @@ def own_spec(fields: dict) -> ModelSpec:
 
 
 def verify_case(
-    name: str, kind: str, spec: ModelSpec, make, seed: int = 0, oversample: float = 3.0, other_seed: bool = True
+    name: str, kind: str, spec: ModelSpec, make, seed: int = 0, oversample: float = 3.0, other_seed: bool = True,
+    certify=None,
 ) -> dict:
-    """One row: `make(seed, eps_zero) -> (f, theta)` gives the function f(theta, tokens (T,)) -> (T, V)."""
+    """One row: `make(seed, eps_zero) -> (f, theta)` gives the function f(theta, tokens (T,)) -> (T, V);
+    certify(theta, R, sigma_max) -> the generator side's columns (`attnid.gauge.certificate`) or None."""
     start = time.perf_counter()
     counts = count_model(spec)
     sizing = model_sizing(spec, oversample)
@@ -77,7 +81,7 @@ def verify_case(
 
     f, theta = make(seed, False)
     tokens, fewest = draw(f, theta, seed + 1000)
-    at = measure_function(f, theta, tokens, half=True)
+    at = measure_function(f, theta, tokens, half=True, keep_factor=certify is not None)
     row = {"case": name, "kind": kind, "label": spec.label, "P": theta.numel(), "P_spec": spec.n_params}
     row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
     row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
@@ -101,6 +105,10 @@ def verify_case(
         row["measured_other_seed"] = measure_function(f1, theta1, tokens1, half=False)["measured"]
         checks.append(row["measured_other_seed"] == at["measured"])
     checks.append(row["weak_measured"] == row["weak_count"])
+    if certify is not None:
+        row |= certify(theta, at.pop("R"), at["sigma_max"])
+        if row["generators_agree"] is not None:  # None: no generators written for this range (the row says why)
+            checks.append(row["generators_agree"])
     row["agree"] = bool(all(checks))
     row["seconds"] = time.perf_counter() - start
     return row
@@ -114,7 +122,12 @@ def own_case(name: str, spec: ModelSpec, **options) -> dict:
         theta = layout.init(torch.Generator().manual_seed(seed))
         return (lambda th, tok: logits(th, tok, s, layout)), theta
 
-    return verify_case(name, "own", spec, make, **options)
+    def certify(theta, R, sigma_max):
+        from ..gauge.certificate import certificate
+
+        return certificate(spec, theta, R, sigma_max)
+
+    return verify_case(name, "own", spec, make, certify=certify, **options)
 
 
 def real_case(name: str, **options) -> dict:
@@ -126,7 +139,12 @@ def real_case(name: str, **options) -> dict:
         real = build_real(name, seed, eps=0.0 if eps_zero else None)
         return real.forward, real.theta
 
-    row = verify_case(name, "transformers", spec, make, **options)
+    def certify(theta, R, sigma_max):
+        from ..gauge.certificate import real_certificate
+
+        return real_certificate(name, spec, theta, R, sigma_max)
+
+    row = verify_case(name, "transformers", spec, make, certify=certify, **options)
     return {**row, "model_class": TINY[name][0]}
 
 
@@ -169,7 +187,8 @@ def _log_row(row: dict, log) -> None:
     log(
         f"{row['case']:18s} {row['kind']:12s} P={row['P']:5d} count={row['count']:4d} measured={row['measured']:4d}"
         f" (half {row['measured_half']}, seed {row.get('measured_other_seed', '-')}) weak {row['weak_count']}/{row['weak_measured']}"
-        f" gap={row['gap']:.1f} {'ok' if row['agree'] else 'DISAGREE'} ({row['seconds']:.1f} s)"
+        f" gap={row['gap']:.1f} generators {row.get('generator_rank', '-')} (Jt {row.get('generator_Jt', float('nan')):.0e})"
+        f" {'ok' if row['agree'] else 'DISAGREE'} ({row['seconds']:.1f} s)"
     )
 
 
@@ -178,6 +197,7 @@ def model_disagreements(df) -> str:
     bad = df[~df["agree"].astype(bool)]
     return "\n".join(
         f"{r.case} ({r.label}): count {r.count} weak {r.weak_count}; measured {r.measured} weak {r.weak_measured}"
-        f" half {r.measured_half}; P {r.P} vs spec {r.P_spec}"
+        f" half {r.measured_half}; P {r.P} vs spec {r.P_spec}; generators {getattr(r, 'generator_rank', '-')}"
+        f" weak {getattr(r, 'weak_generator_rank', '-')} Jt {getattr(r, 'generator_Jt', float('nan')):.1e}"
         for r in bad.itertuples()
     )

@@ -152,8 +152,11 @@ def concurrently(calls, workers: int) -> list:
         return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
-def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = True, rtol: float = RANK_RTOL) -> dict:
-    """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences.
+def measure_function(
+    f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = True, rtol: float = RANK_RTOL, keep_factor: bool = False
+) -> dict:
+    """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences;
+    keep_factor: also J's triangular factor R (P, P) under "R" (||J t|| = ||R t||) and sigma_max.
 
     The two halves of the sequences are independent until the end: with torch threads >= 2 their
     Jacobians and R factors are computed side by side on two single-threaded workers (f must then be
@@ -172,7 +175,15 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
             ],
             workers,
         )
-        calls = [lambda: rank_of(triangular_factor(torch.cat([R_half, R_rest])), rtol)]  # J's R from the halves'
+        factor = {}
+
+        def whole():  # J's R from the halves'
+            factor["R"] = triangular_factor(torch.cat([R_half, R_rest]))
+            sigma = torch.linalg.svdvals(factor["R"])
+            factor["sigma_max"] = float(sigma.max())
+            return numerical_rank(sigma, rtol), (sigma / sigma.max()).cpu()
+
+        calls = [whole]
         if half:
             calls.append(lambda: rank_of(R_half, rtol))
         results = concurrently(calls, workers)
@@ -182,6 +193,9 @@ def measure_function(f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = 
     out = {"measured": P - rank["rank"], **rank, "sigma": sigma, "positions": tokens.numel()}
     if half:
         out["measured_half"] = P - results[1][0]["rank"]
+    if keep_factor:
+        out["R"] = factor["R"]
+        out["sigma_max"] = factor["sigma_max"]
     out["seconds"] = time.perf_counter() - start
     return out
 

@@ -1,0 +1,207 @@
+r"""The generators of a whole model as one structured operator T: coefficients (n,) -> tangent (P,).
+
+T stacks the groups of `attnid.gauge.sources` (a group's coefficients are a slice of c). It is never a
+dense P x P matrix:
+
+    apply(c)      (..., n) -> (..., P): sum over groups of each group's closed-form tangent
+    adjoint(v)    (..., P) -> (..., n): T^T v, the vector-Jacobian product of `apply` (exact: apply is linear)
+    gram()        K = T T^T (n, n), assembled group pair by group pair where their blocks meet (each group's
+                  tangents of its own unit coefficients, restricted to the shared blocks; a group whose
+                  tangents cover most of the model, the residual stream's, enters through the adjoint of the
+                  others instead of being materialised whole)
+    matrix()      the dense (n, P) matrix (tiny sizes: the certificate)
+
+Projection onto the span of the generators: P u = T^T K^+ T u; K is factored once per point
+(:class:`Projection`): Cholesky when K is positive definite (independent generators, the generic case),
+else its eigendecomposition with the Gram rule of `attnid.symmetry.linalg` (an eigenvalue counts when
+above GRAM_RTOL n max).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..symmetry.linalg import nonzero, serial
+from .group import Group
+from .point import DTYPE, FineLayout
+
+LARGE_GROUP = 2**26  # entries of a group's materialised tangents above which it enters the Gram through adjoints
+
+
+class Generators:
+    """The operator T of a list of groups at one point (module docstring)."""
+
+    def __init__(self, layout: FineLayout, groups: list[Group]):
+        self.layout, self.groups = layout, list(groups)
+        self.offsets = []
+        n = 0
+        for g in self.groups:
+            self.offsets.append(n)
+            n += g.n
+        self.n = n
+        self.P = layout.size
+
+    def slices(self) -> list[slice]:
+        return [slice(o, o + g.n) for o, g in zip(self.offsets, self.groups)]
+
+    def apply(self, c: torch.Tensor) -> torch.Tensor:
+        """(..., n) -> (..., P)."""
+        lead = c.shape[:-1]
+        out = torch.zeros(*lead, self.P, dtype=DTYPE, device=c.device)
+        for g, s in zip(self.groups, self.slices()):
+            for name, t in g.apply(c[..., s]).items():
+                b = self.layout.blocks[name]
+                out[..., b.slice] += t.reshape(*lead, b.size)
+        return out
+
+    def group_adjoint(self, g: Group, v_blocks: dict) -> torch.Tensor:
+        """(m, n_g): T_g^T v for m vectors given as blocks {name: (m, *shape)} (missing blocks are zero): the
+        group's own adjoint where it writes one down (meta["adjoint"]), else the vjp of its apply."""
+        m = next(iter(v_blocks.values())).shape[0]
+        if "adjoint" in g.meta:
+            shared = {b: v_blocks[b].to(DTYPE) for b in g.blocks if b in v_blocks}
+            return g.meta["adjoint"](shared) if shared else torch.zeros(m, g.n, dtype=DTYPE)
+        c0 = torch.zeros(g.n, dtype=DTYPE, requires_grad=True)
+        with torch.enable_grad():
+            out = g.apply(c0)
+            shared = [b for b in g.blocks if b in v_blocks and b in out]
+            if not shared:
+                return torch.zeros(m, g.n, dtype=DTYPE)
+            grads = torch.autograd.grad(
+                [out[b] for b in shared], c0, grad_outputs=[v_blocks[b].to(DTYPE) for b in shared],
+                is_grads_batched=True, allow_unused=True,
+            )[0]  # fmt: skip
+        return torch.zeros(m, g.n, dtype=DTYPE) if grads is None else grads
+
+    def adjoint(self, v: torch.Tensor) -> torch.Tensor:
+        """(..., P) -> (..., n): T^T v: each group's own adjoint where it writes one down, one backward pass
+        through the others' `apply`."""
+        lead = v.shape[:-1]
+        flat = v.reshape(-1, self.P).to(DTYPE)
+        blocks = self.layout.unflatten(flat)
+        out = torch.zeros(flat.shape[0], self.n, dtype=DTYPE)
+        rest = [i for i, g in enumerate(self.groups) if "adjoint" not in g.meta]
+        sl = self.slices()
+        for i, g in enumerate(self.groups):
+            if "adjoint" in g.meta:
+                out[:, sl[i]] = self.group_adjoint(g, blocks)
+        if rest:
+            c0 = torch.zeros(sum(self.groups[i].n for i in rest), dtype=DTYPE, requires_grad=True)
+            with torch.enable_grad():
+                tangent = Generators(self.layout, [self.groups[i] for i in rest]).apply(c0)
+                grads = torch.autograd.grad(tangent, c0, grad_outputs=flat, is_grads_batched=True, allow_unused=True)[0]
+            if grads is not None:
+                offset = 0
+                for i in rest:
+                    out[:, sl[i]] = grads[:, offset : offset + self.groups[i].n]
+                    offset += self.groups[i].n
+        return out.reshape(*lead, self.n)
+
+    def group_matrix(self, g: Group) -> dict:
+        """{block: (n_g, *shape)}: the group's tangents of its unit coefficients."""
+        return g.apply(torch.eye(g.n, dtype=DTYPE))
+
+    def matrix(self, groups=None) -> torch.Tensor:
+        """Dense (n, P) (or the rows of `groups`, a list of indices)."""
+        idx = range(len(self.groups)) if groups is None else groups
+        rows = []
+        for i in idx:
+            g = self.groups[i]
+            rows.append(self.layout.flatten_partial(self.group_matrix(g), lead=(g.n,)) if g.n else torch.zeros(0, self.P, dtype=DTYPE))
+        return torch.cat(rows) if rows else torch.zeros(0, self.P, dtype=DTYPE)
+
+    def gram(self) -> torch.Tensor:
+        """K = T T^T (n, n), group pair by group pair (module docstring)."""
+        K = torch.zeros(self.n, self.n, dtype=DTYPE)
+        sl = self.slices()
+        sizes = [g.n * sum(self.layout.blocks[b].size for b in g.blocks) for g in self.groups]
+        small = [i for i, s in enumerate(sizes) if s <= LARGE_GROUP]
+        large = [i for i, s in enumerate(sizes) if s > LARGE_GROUP]
+        mats = {i: self.group_matrix(self.groups[i]) for i in small}
+        supports = [set(g.blocks) for g in self.groups]
+        for a in small:
+            for b in small:
+                if b < a:
+                    continue
+                shared = supports[a] & supports[b] & set(mats[a]) & set(mats[b])
+                if not shared:
+                    continue
+                block = sum(mats[a][n].reshape(self.groups[a].n, -1) @ mats[b][n].reshape(self.groups[b].n, -1).mT for n in shared)
+                K[sl[a], sl[b]] = block
+                K[sl[b], sl[a]] = block.mT
+        for a in large:
+            g = self.groups[a]
+            for b in small:
+                if not supports[a] & supports[b]:
+                    continue
+                block = self.group_adjoint(g, mats[b])  # (n_b, n_a)
+                K[sl[b], sl[a]] = block
+                K[sl[a], sl[b]] = block.mT
+            for b in large:
+                if b < a or not supports[a] & supports[b]:
+                    continue
+                K[sl[a], sl[b]] = self._large_pair(a, b)
+                K[sl[b], sl[a]] = K[sl[a], sl[b]].mT
+        return K
+
+    def _large_pair(self, a: int, b: int, chunk: int = 64) -> torch.Tensor:
+        """T_a T_b^T for two large groups: T_b's unit tangents in chunks, through T_a's adjoint."""
+        ga, gb = self.groups[a], self.groups[b]
+        if ga.gram is not None and a == b:
+            return ga.gram()
+        out = torch.zeros(ga.n, gb.n, dtype=DTYPE)
+        for s in range(0, gb.n, chunk):
+            e = torch.eye(gb.n, dtype=DTYPE)[s : s + chunk]
+            out[:, s : s + chunk] = self.group_adjoint(ga, gb.apply(e)).mT
+        return out
+
+
+class Projection:
+    """P u = T^T K^+ T u for the generators T at one point (module docstring); K factored once."""
+
+    def __init__(self, generators: Generators, K: torch.Tensor | None = None):
+        self.T = generators
+        if K is None:
+            with serial():  # many small products
+                K = generators.gram()
+        self.K = K
+        L, info = torch.linalg.cholesky_ex(K)
+        self.cholesky = int(info) == 0 and K.shape[0] > 0
+        if self.cholesky:  # both triangles stored row-major: two triangular solves read each in its own order
+            self.L, self.Lt = L, L.mT.contiguous()  # (cholesky_solve on one right-hand side is ~10x slower here)
+            self.rank = K.shape[0]
+        else:
+            e, X = torch.linalg.eigh(K)
+            keep = nonzero(e, K.shape[0])
+            self.rank = int(keep.sum())
+            self.pinv = (X[:, keep] / e[keep]) @ X[:, keep].mT
+
+    def coefficients(self, u: torch.Tensor) -> torch.Tensor:
+        """c (..., n) with T^T c the projection of u (..., P)."""
+        r = self.T.adjoint(u)
+        if self.T.n == 0:
+            return r
+        if self.cholesky:
+            flat = r.reshape(-1, r.shape[-1]).mT  # (n, m)
+            y = torch.linalg.solve_triangular(self.L, flat, upper=False)
+            return torch.linalg.solve_triangular(self.Lt, y, upper=True).mT.reshape(r.shape)
+        return r @ self.pinv
+
+    def __call__(self, u: torch.Tensor) -> torch.Tensor:
+        return self.T.apply(self.coefficients(u))
+
+
+def orthonormal_rows(M: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """An orthonormal basis (rank, P) of the row span of M (n, P) after normalising its rows, and its
+    numerical rank (attnid.jacobian.numerical_rank of the normalised rows' singular values: gap, margin)."""
+    from ..jacobian import numerical_rank
+
+    if M.shape[0] == 0:
+        return M, {"rank": 0, "sigma_kept": math.nan, "sigma_dropped": 0.0, "gap": math.inf, "margin": math.nan}
+    norms = M.norm(dim=1, keepdim=True)
+    Mn = M / norms.clamp_min(torch.finfo(DTYPE).tiny)
+    U, s, Vh = torch.linalg.svd(Mn, full_matrices=False)
+    info = numerical_rank(s)
+    return Vh[: info["rank"]], info

@@ -1,0 +1,406 @@
+r"""Generators of one block's attention inside a model (source `attention`; counted by
+`attnid.model.counting.attention`).
+
+Per KV group g of a plain layer (stacks of `attnid.symmetry.stacks`):
+
+    query_key     X in the RoPE commutant (gl(u) on the unrotated dims, a I + b J per plane):
+                  dW_Q^h = W_Q^h X, db_Q^h = b_Q^h X, dW_K^g = -W_K^g X^T, db_K^g = -b_K^g X^T
+    key_bias      a constant along keys on an unrotated dim is invisible: db_K^g = e_j, or, with no b_K behind a
+                  LayerNorm with beta, the reader's rank-one change dW_K^g = (1/g) e_j^T, which moves only the
+                  effective bias beta W_K + b_K (the centred input n diag(g) is orthogonal to 1/g)
+    value_output  N in gl(v): dW_V^g = W_V^g N, db_V^g = b_V^g N, dW_O^h = -N W_O^h
+    value_bias    softmax rows sum to one, so an (effective) value bias y adds the constant y S_g,
+                  S_g = sum_{h in g} W_O^h: traded with b_O (or a parallel MLP's down bias), else free where
+                  the model cannot see that constant (its ones component in a centred stream, or the null space
+                  of the stacked S_g)
+
+q/k norms (one gain shared by all heads, `rms_head`): the norm is only scale-equivariant, so of GL(k) only
+the per-dimension trade between the query and key gains survives, s constant on each RoPE plane:
+dgain_Q = gain_Q s, dgain_K = -gain_K s (u + p/2), plus the scale of each query head and each key group,
+exact for eps = 0 and weakly identified for eps > 0. Across heads (`rms_all`): per group, and two scales.
+
+Latent attention (DeepSeek, `attnid.counting_variants`): per head gl(u) on the nope query/key, one C^* per
+plane of the shared RoPE key (all heads' rope query columns against W_KR), gl(v) per head on (W_UV, W_O),
+and per latent of rank r its orthogonal group and gains, O(r) x R^r: dW_D = W_D X (X skew),
+dW_U = -D^-1 X D W_U, dgain = gain s, dW_U = -diag(s) W_U; the down-projection's scale is weak for eps > 0.
+
+Not written here (NotImplementedError, so a caller falls back or refuses): the product-kernel directions
+of heads wider than what a factor reads (u > d + [b], v > d), q/k LayerNorms, keys or values seen through
+sinks or softcapping beyond their kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...spec import AttentionSpec
+from ...symmetry import commutant_basis
+from ..group import Group, outer_input
+from ..point import DTYPE, Point
+
+
+def _conj_basis(a: AttentionSpec) -> torch.Tensor:
+    """(u + p/2, k): the per-dimension trades a q/k norm's gains allow (one per unrotated dim, one per plane)."""
+    k, p = a.d_head_qk, a.rope_dims
+    rows = []
+    for i in range(0, p, 2):
+        r = torch.zeros(k, dtype=DTYPE)
+        r[i] = r[i + 1] = 1.0
+        rows.append(r)
+    for j in range(p, k):
+        r = torch.zeros(k, dtype=DTYPE)
+        r[j] = 1.0
+        rows.append(r)
+    return torch.stack(rows) if rows else torch.zeros(0, k, dtype=DTYPE)
+
+
+class AttentionBlock:
+    """The generators of block `layer`'s attention (module docstring).
+
+    normed: it reads a norm's output (whose name is `norm`: beta there makes effective q/k/v biases);
+    sink: the block that absorbs a constant written where b_O is (b_O itself, a parallel MLP's down bias) or None;
+    const_rank: the dims of a constant written there that the model sees (d, or d - 1 when its ones component is
+    invisible, or trades with ones_sink: the E or position rows that shift along 1 to take it back)."""
+
+    def __init__(self, point: Point, layer: int, normed: bool, norm: str | None, sink: str | None, const_rank: int,
+                 ones_sink: str | None = None):  # fmt: skip
+        self.p, self.layer, self.ones_sink = point, layer, ones_sink
+        self.a = point.spec.layer_specs[layer].attention
+        self.prefix = f"layers.{layer}.attn."
+        self.normed, self.norm, self.sink, self.const_rank = normed, norm, sink, const_rank
+        beta = point.beta(norm) if (normed and norm and point.layernorm) else None
+        self.beta = beta
+        self.inv_gain = 1.0 / point.gain(norm) if beta is not None else None
+
+    def name(self, block: str) -> str:
+        return self.prefix + block
+
+    def has(self, block: str) -> bool:
+        return self.name(block) in self.p.layout
+
+    def W(self, block: str) -> torch.Tensor:
+        return self.p.w[self.name(block)]
+
+    # -------------------------------------------------------------------------------------------------
+    def groups(self) -> list[Group]:
+        a = self.a
+        if a.kv_lora_rank:
+            return self.latent_groups()
+        if a.qk_norm == "layernorm_head":
+            raise NotImplementedError("q/k LayerNorm generators")
+        u = a.d_head_qk - a.rope_dims
+        d_in = self.p.d - (self.p.layernorm and self.normed)
+        if u > d_in or a.d_head_v > d_in:
+            raise NotImplementedError("heads wider than what a factor reads (product-kernel directions)")
+        out = self.qk_norm_groups() if a.qk_norm != "none" else [self.query_key()]
+        out += [self.key_bias(), self.value_output(), self.value_bias()]
+        return [g for g in out if g is not None and g.n]
+
+    def query_key(self) -> Group:
+        a, G, r = self.a, self.a.n_kv_heads, self.a.group_size
+        basis = commutant_basis(a)  # (m, k, k)
+        m = basis.shape[0]
+        WQ, WK = self.W("W_Q"), self.W("W_K")
+        bQ = self.W("b_Q") if self.has("b_Q") else None
+        bK = self.W("b_K") if self.has("b_K") else None
+
+        def fn(c):  # (..., G m)
+            X = torch.einsum("...gm,mij->...gij", c.unflatten(-1, (G, m)), basis)  # (..., G, k, k)
+            Xh = X.repeat_interleave(r, dim=-3)  # (..., H, k, k)
+            out = {self.name("W_Q"): WQ @ Xh, self.name("W_K"): -(WK @ X.mT)}
+            if bQ is not None:
+                out[self.name("b_Q")] = (bQ[..., None, :] @ Xh)[..., 0, :]
+            if bK is not None:
+                out[self.name("b_K")] = -(bK[..., None, :] @ X.mT)[..., 0, :]
+            return out
+
+        def act(w, c):  # Q M, K M^-T with M = exp(X)
+            X = torch.einsum("gm,mij->gij", c.unflatten(-1, (G, m)), basis)
+            M, Mt = torch.linalg.matrix_exp(X), torch.linalg.matrix_exp(-X.mT)
+            Mh = M.repeat_interleave(r, dim=0)
+            out = {self.name("W_Q"): w[self.name("W_Q")] @ Mh, self.name("W_K"): w[self.name("W_K")] @ Mt}
+            if bQ is not None:
+                out[self.name("b_Q")] = (w[self.name("b_Q")][:, None, :] @ Mh)[:, 0]
+            if bK is not None:
+                out[self.name("b_K")] = (w[self.name("b_K")][:, None, :] @ Mt)[:, 0]
+            return out
+
+        def adjoint(v):  # C_g = sum_h W_Q^h^T V_Q^h + b_Q^h v_bQ^h - V_K^g^T W_K^g - v_bK^g b_K^g; <B_m, C_g>
+            m_ = next(iter(v.values())).shape[0]
+            C = torch.zeros(m_, G, WQ.shape[-1], WQ.shape[-1], dtype=DTYPE)
+            if self.name("W_Q") in v:
+                C = C + (WQ.mT @ v[self.name("W_Q")]).unflatten(1, (G, r)).sum(2)
+            if bQ is not None and self.name("b_Q") in v:
+                C = C + (bQ[:, :, None] * v[self.name("b_Q")][:, :, None, :]).unflatten(1, (G, r)).sum(2)
+            if self.name("W_K") in v:
+                C = C - v[self.name("W_K")].mT @ WK
+            if bK is not None and self.name("b_K") in v:
+                C = C - v[self.name("b_K")][..., :, None] * bK[:, None, :]
+            return torch.einsum("mij,ngij->ngm", basis, C).reshape(m_, G * m)
+
+        blocks = tuple(self.name(b) for b in ("W_Q", "b_Q", "W_K", "b_K") if self.has(b))
+        return Group("attention", self.prefix + "query_key", G * m, fn, blocks, meta={"action": act, "adjoint": adjoint})
+
+    def qk_norm_groups(self) -> list[Group]:
+        a, G, H, r = self.a, self.a.n_kv_heads, self.a.n_heads, self.a.group_size
+        basis = _conj_basis(a)  # (m, k)
+        m = basis.shape[0]
+        gQ, gK = self.W("gain_Q"), self.W("gain_K")
+        per_head = a.qk_norm == "rms_head"
+        n_trade = m if per_head else G * m
+
+        def trade(c):
+            if per_head:
+                s = c @ basis  # (..., k)
+                return {self.name("gain_Q"): gQ * s, self.name("gain_K"): -gK * s}
+            s = c.unflatten(-1, (G, m)) @ basis  # (..., G, k)
+            return {self.name("gain_Q"): gQ * s.repeat_interleave(r, dim=-2), self.name("gain_K"): -gK * s}
+
+        def act(w, c):
+            s = c @ basis if per_head else (c.unflatten(-1, (G, m)) @ basis)
+            sq = s if per_head else s.repeat_interleave(r, dim=-2)
+            return {self.name("gain_Q"): w[self.name("gain_Q")] * sq.exp(), self.name("gain_K"): w[self.name("gain_K")] * (-s).exp()}
+
+        gains = (self.name("gain_Q"), self.name("gain_K"))
+        groups = [Group("attention", self.prefix + "qk_norm_gains", n_trade, trade, gains, meta={"action": act})]
+        q_blocks = [b for b in ("W_Q", "b_Q") if self.has(b)]
+        k_blocks = [b for b in ("W_K", "b_K") if self.has(b)]
+        n_q, n_k = (H, G) if per_head else (1, 1)
+
+        def scales(c):  # (..., n_q + n_k): one scale per query head and key group (or one each across heads)
+            sq, sk = c[..., :n_q], c[..., n_q:]
+            if not per_head:
+                sq, sk = sq.expand(*sq.shape[:-1], H), sk.expand(*sk.shape[:-1], G)
+            out = {}
+            for b in q_blocks:
+                t = self.W(b)
+                out[self.name(b)] = t * sq.reshape(*sq.shape, *([1] * (t.dim() - 1)))
+            for b in k_blocks:
+                t = self.W(b)
+                out[self.name(b)] = t * sk.reshape(*sk.shape, *([1] * (t.dim() - 1)))
+            return out
+
+        weak = a.norm_eps > 0
+        blocks = tuple(self.name(b) for b in q_blocks + k_blocks)
+        groups.append(Group("attention", self.prefix + "qk_norm_scales", n_q + n_k, scales, blocks, weak=weak))
+        return groups
+
+    def key_bias(self) -> Group | None:
+        a, G = self.a, self.a.n_kv_heads
+        k, p = a.d_head_qk, a.rope_dims
+        u = k - p
+        if a.qk_norm != "none" or u == 0:
+            return None
+        if a.sinks or a.softcap:  # seen except on the kernel of the stacked queries: none while u <= r (d + [b])
+            return None
+        if self.has("b_K"):
+
+            def fn(c):
+                out = torch.zeros(*c.shape[:-1], G, k, dtype=DTYPE)
+                out[..., p:] = c.unflatten(-1, (G, u))
+                return {self.name("b_K"): out}
+
+            return Group("attention", self.prefix + "key_bias", G * u, fn, (self.name("b_K"),))
+        if self.beta is None:
+            return None
+        col = self.inv_gain / (self.beta @ self.inv_gain)  # moves the effective bias beta W_K by e_j
+
+        def via_reader(c):
+            U = torch.zeros(*c.shape[:-1], G, k, dtype=DTYPE)
+            U[..., p:] = c.unflatten(-1, (G, u))
+            return {self.name("W_K"): outer_input(U, col, self.W("W_K").shape, 1)}
+
+        return Group("attention", self.prefix + "key_bias", G * u, via_reader, (self.name("W_K"),))
+
+    def value_output(self) -> Group:
+        a, G, r, v = self.a, self.a.n_kv_heads, self.a.group_size, self.a.d_head_v
+        WV, WO = self.W("W_V"), self.W("W_O")
+        bV = self.W("b_V") if self.has("b_V") else None
+
+        def fn(c):
+            N = c.unflatten(-1, (G, v, v))  # (..., G, v, v)
+            out = {self.name("W_V"): WV @ N, self.name("W_O"): -(N.repeat_interleave(r, dim=-3) @ WO)}
+            if bV is not None:
+                out[self.name("b_V")] = (bV[..., None, :] @ N)[..., 0, :]
+            return out
+
+        def act(w, c):  # V N, N^-1 W_O with N = exp(Y)
+            Y = c.unflatten(-1, (G, v, v))
+            N, Ni = torch.linalg.matrix_exp(Y), torch.linalg.matrix_exp(-Y).repeat_interleave(r, dim=0)
+            out = {self.name("W_V"): w[self.name("W_V")] @ N, self.name("W_O"): Ni @ w[self.name("W_O")]}
+            if bV is not None:
+                out[self.name("b_V")] = (w[self.name("b_V")][:, None, :] @ N)[:, 0]
+            return out
+
+        def adjoint(vb):  # C_g = W_V^g^T V_V^g + b_V^g v_bV^g - sum_h V_O^h W_O^h^T
+            m_ = next(iter(vb.values())).shape[0]
+            C = torch.zeros(m_, G, v, v, dtype=DTYPE)
+            if self.name("W_V") in vb:
+                C = C + WV.mT @ vb[self.name("W_V")]
+            if bV is not None and self.name("b_V") in vb:
+                C = C + bV[:, :, None] * vb[self.name("b_V")][:, :, None, :]
+            if self.name("W_O") in vb:
+                C = C - (vb[self.name("W_O")] @ WO.mT).unflatten(1, (G, r)).sum(2)
+            return C.reshape(m_, G * v * v)
+
+        blocks = tuple(self.name(b) for b in ("W_V", "b_V", "W_O") if self.has(b))
+        return Group("attention", self.prefix + "value_output", G * v * v, fn, blocks, meta={"action": act, "adjoint": adjoint})
+
+    def value_sums(self) -> torch.Tensor:
+        """S (G, v, d): S_g = sum_{h in g} W_O^h."""
+        a = self.a
+        return self.W("W_O").reshape(a.n_kv_heads, a.group_size, a.d_head_v, -1).sum(1)
+
+    def value_bias(self) -> Group | None:
+        """(Effective) value-bias directions and the constant they trade with (module docstring)."""
+        a, G, v, d = self.a, self.a.n_kv_heads, self.a.d_head_v, self.p.d
+        own = self.has("b_V")
+        if not own and self.beta is None:
+            return None
+        if a.sinks:  # rows sum to less than one: b_V seen except on the left kernel of the stacked W_O
+            if v > a.group_size * d:
+                raise NotImplementedError("value bias under sinks with v > r d")
+            return None
+        S = self.value_sums()  # (G, v, d)
+        if self.sink is None:  # free only where the model cannot see y S
+            flat = S.reshape(G * v, d)
+            if self.const_rank < d:
+                flat = flat - flat.mean(-1, keepdim=True)  # the ones component is invisible
+            # the left null space of flat (G v, d): generically of dimension G v - min(G v, const_rank)
+            _, _, Vh = torch.linalg.svd(flat.mT, full_matrices=True)
+            basis = Vh[min(G * v, self.const_rank) :]  # (n, G v)
+        else:
+            basis = torch.eye(G * v, dtype=DTYPE)
+        n = basis.shape[0]
+        if n == 0:
+            return None
+        col = None if own else self.inv_gain / (self.beta @ self.inv_gain)
+
+        def fn(c):
+            y = (c @ basis).unflatten(-1, (G, v))  # (..., G, v)
+            out = {}
+            if own:
+                out[self.name("b_V")] = y
+            else:
+                out[self.name("W_V")] = outer_input(y, col, self.W("W_V").shape, 1)
+            if self.sink is not None:
+                out[self.sink] = -torch.einsum("...gv,gvd->...d", y, S)
+            elif self.ones_sink is not None:  # the constant kappa 1 it writes, taken back by a shift along 1
+                from .stream import _rows_update
+
+                kappa = torch.einsum("...gv,gvd->...d", y, S).mean(-1)  # (...,)
+                rows = self.p.writer_rows(self.ones_sink).shape[0]
+                shift = -kappa[..., None, None] * torch.ones(rows, d, dtype=DTYPE)
+                out[self.ones_sink] = _rows_update(self.p, self.ones_sink, shift)
+            return out
+
+        blocks = ((self.name("b_V"),) if own else (self.name("W_V"),)) + ((self.sink,) if self.sink else ())
+        blocks += (self.ones_sink,) if self.sink is None and self.ones_sink else ()
+        return Group("attention", self.prefix + "value_bias", n, fn, blocks)
+
+    # latent attention ---------------------------------------------------------------------------------
+    def latent_groups(self) -> list[Group]:
+        a, H = self.a, self.a.n_heads
+        k, p, v = a.d_head_qk, a.rope_dims, a.d_head_v
+        u = k - p
+        qname = "W_UQ" if a.q_lora_rank else "W_Q"
+        WQ, WUK, WUV, WO, WKR = (self.W(b) for b in (qname, "W_UK", "W_UV", "W_O", "W_KR"))
+        groups = []
+
+        def nope(c):  # (..., H u u)
+            X = c.unflatten(-1, (H, u, u))
+            dq = torch.zeros(*c.shape[:-1], *WQ.shape, dtype=DTYPE)
+            dq[..., :u] = WQ[..., :u] @ X
+            return {self.name(qname): dq, self.name("W_UK"): -(WUK @ X.mT)}
+
+        def nope_act(w, c):
+            X = c.unflatten(-1, (H, u, u))
+            q = w[self.name(qname)]
+            return {self.name(qname): torch.cat((q[..., :u] @ torch.linalg.matrix_exp(X), q[..., u:]), -1),
+                    self.name("W_UK"): w[self.name("W_UK")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
+
+        groups.append(Group("attention", self.prefix + "query_key", H * u * u, nope, (self.name(qname), self.name("W_UK")),
+                            meta={"action": nope_act}))  # fmt: skip
+        if p:
+            planes = commutant_basis(AttentionSpec(d_model=2, n_heads=1, d_head_qk=p, rope_dims=p))  # (p, p, p)
+
+            def rope(c):  # (..., p)
+                M = torch.einsum("...m,mij->...ij", c, planes)  # (..., p, p)
+                dq = torch.zeros(*c.shape[:-1], *WQ.shape, dtype=DTYPE)
+                dq[..., u:] = WQ[..., u:] @ M[..., None, :, :]
+                return {self.name(qname): dq, self.name("W_KR"): -(WKR @ M.mT)}
+
+            def rope_act(w, c):
+                X = torch.einsum("m,mij->ij", c, planes)
+                q = w[self.name(qname)]
+                return {self.name(qname): torch.cat((q[..., :u], q[..., u:] @ torch.linalg.matrix_exp(X)), -1),
+                        self.name("W_KR"): w[self.name("W_KR")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
+
+            groups.append(Group("attention", self.prefix + "rope_key", p, rope, (self.name(qname), self.name("W_KR")),
+                                meta={"action": rope_act}))  # fmt: skip
+
+        def vo(c):
+            N = c.unflatten(-1, (H, v, v))
+            return {self.name("W_UV"): WUV @ N, self.name("W_O"): -(N @ WO)}
+
+        def vo_act(w, c):
+            Y = c.unflatten(-1, (H, v, v))
+            return {self.name("W_UV"): w[self.name("W_UV")] @ torch.linalg.matrix_exp(Y),
+                    self.name("W_O"): torch.linalg.matrix_exp(-Y) @ w[self.name("W_O")]}  # fmt: skip
+
+        groups.append(Group("attention", self.prefix + "value_output", H * v * v, vo, (self.name("W_UV"), self.name("W_O")),
+                            meta={"action": vo_act}))  # fmt: skip
+        latents = [("W_DKV", "gain_DKV", ("W_UK", "W_UV"), a.kv_lora_rank)]
+        if a.q_lora_rank:
+            latents.append(("W_DQ", "gain_DQ", ("W_UQ",), a.q_lora_rank))
+        for down, gain, ups, r in latents:
+            groups += self.latent(down, gain, ups, r)
+        return groups
+
+    def latent(self, down: str, gain: str, ups: tuple, r: int) -> list[Group]:
+        """O(r) and the gains of one latent (module docstring), and its down-projection's scale."""
+        WD, g = self.W(down), self.W(gain)
+        Ups = {b: self.W(b) for b in ups}  # (H, r, .)
+        iu = torch.triu_indices(r, r, 1)
+        tag = down[2:].lower()
+
+        def rot(c):  # (..., r (r - 1) / 2): X skew
+            X = torch.zeros(*c.shape[:-1], r, r, dtype=DTYPE)
+            X[..., iu[0], iu[1]] = c
+            X = X - X.mT
+            L = -(X * g) / g[:, None]  # -D^-1 X D
+            out = {self.name(down): WD @ X}
+            for b, t in Ups.items():
+                out[self.name(b)] = L[..., None, :, :] @ t
+            return out
+
+        def gains(c):  # (..., r)
+            out = {self.name(gain): g * c}
+            for b, t in Ups.items():
+                out[self.name(b)] = -(t * c[..., None, :, None])
+            return out
+
+        def gains_act(w, c):
+            out = {self.name(gain): w[self.name(gain)] * c.exp()}
+            for b in Ups:
+                out[self.name(b)] = w[self.name(b)] * (-c).exp()[None, :, None]
+            return out
+
+        blocks = (self.name(down),) + tuple(self.name(b) for b in ups)
+        out = [
+            Group("attention", f"{self.prefix}latent_{tag}_rotations", r * (r - 1) // 2, rot, blocks),
+            Group("attention", f"{self.prefix}latent_{tag}_gains", r, gains, (self.name(gain),) + blocks[1:],
+                  meta={"action": gains_act}),
+        ]  # fmt: skip
+
+        def scale(c):
+            return {self.name(down): c[..., :1, None] * WD}
+
+        out.append(
+            Group(
+                "attention", f"{self.prefix}latent_{tag}_scale", 1, scale, (self.name(down),),
+                weak=self.a.norm_eps > 0, meta={"latent": down},
+            )
+        )  # fmt: skip
+        return [x for x in out if x.n]
+

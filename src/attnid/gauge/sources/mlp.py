@@ -1,0 +1,111 @@
+r"""Generators of the MLP blocks (sources `mlp_hidden`, `moe_hidden_units`, `moe_router`; counted by
+`attnid.model.counting.mlp`).
+
+    hidden units  unit j of a ReLU MLP, or the up side of a gated one (SwiGLU, GeGLU), scales by c and its
+                  down row by 1/c: dW_up[:, j] = W_up[:, j], db_up[j] = b_up[j], dW_down[j] = -W_down[j];
+                  every expert's units alike; GPT-OSS's (up + 1) needs its up bias: db_up[j] = b_up[j] + 1
+    router        weights normalised over the chosen experts see only differences of the chosen logits:
+                  one common shift of every router column (and bias), dW_r[:, e] = v, db_r[e] = s, per
+                  connected component of the "chosen together" graph (one, or one per group with
+                  topk_group = 1, or every expert alone with k = 1)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...model.blocks import MLPSpec, MoESpec
+from ..group import Group
+from ..point import DTYPE, Point
+
+
+def _units(point: Point, prefix: str, up: str, up_bias: str | None, down: str, plus_one: bool, source: str, lead: int):
+    """Hidden-unit scalings of the (stacked: lead = 1 for experts (E, d, m)) maps up, down."""
+    U, D = point.w[prefix + up], point.w[prefix + down]
+    b = point.w[prefix + up_bias] if up_bias else None
+    n = U.shape[-1] * (U.shape[0] if lead else 1)
+
+    def fn(c):
+        s = c.unflatten(-1, (U.shape[0], U.shape[-1])) if lead else c  # (..., [E,] m)
+        out = {prefix + up: U * s[..., None, :], prefix + down: -(D * s[..., :, None])}
+        if b is not None:
+            out[prefix + up_bias] = (b + 1.0 if plus_one else b) * s
+        return out
+
+    def act(w, c):  # up e^s, down e^-s (GPT-OSS: up bias (b + 1) e^s - 1)
+        s = c.unflatten(-1, (U.shape[0], U.shape[-1])) if lead else c
+        out = {prefix + up: w[prefix + up] * s.exp()[..., None, :], prefix + down: w[prefix + down] * (-s).exp()[..., :, None]}
+        if b is not None:
+            bias = w[prefix + up_bias]
+            out[prefix + up_bias] = (bias + 1.0) * s.exp() - 1.0 if plus_one else bias * s.exp()
+        return out
+
+    def adjoint(v):  # <up column j, V> + (b_j [+ 1]) v_b - <down row j, V>
+        m = next(iter(v.values())).shape[0]
+        out = torch.zeros(m, *U.shape[:-2], U.shape[-1], dtype=DTYPE)
+        if prefix + up in v:
+            out = out + (U * v[prefix + up]).sum(-2)
+        if b is not None and prefix + up_bias in v:
+            out = out + (b + 1.0 if plus_one else b) * v[prefix + up_bias]
+        if prefix + down in v:
+            out = out - (D * v[prefix + down]).sum(-1)
+        return out.reshape(m, n)
+
+    blocks = (prefix + up, prefix + down) + ((prefix + up_bias,) if b is not None else ())
+    return Group(source, f"{prefix}{up}.units", n, fn, blocks, meta={"plus_one": plus_one, "action": act, "adjoint": adjoint})
+
+
+def hidden_units(point: Point, layer: int) -> list[Group]:
+    mlp, prefix = point.spec.layer_specs[layer].mlp, f"layers.{layer}.mlp."
+    if isinstance(mlp, MLPSpec):
+        if mlp.kind == "gelu":
+            return []
+        return [_units(point, prefix, "up", "up_bias" if mlp.bias else None, "down", False, "mlp_hidden", 0)]
+    out = []
+    gpt_oss = mlp.activation == "gpt_oss"
+    if not gpt_oss or mlp.expert_bias:
+        bias = "up_bias" if mlp.expert_bias else None
+        out.append(_units(point, prefix, "up", bias, "down", gpt_oss, "moe_hidden_units", 1))
+    if mlp.n_shared:
+        out.append(_units(point, prefix, "shared_up", None, "shared_down", False, "moe_hidden_units", 0))
+    return out
+
+
+def router_components(moe: MoESpec) -> list[list[int]]:
+    """The experts of each connected component of the 'chosen together' graph whose logits share a shift
+    (counting.mlp.router_shifts)."""
+    E = moe.n_experts
+    if moe.scoring == "sigmoid":
+        return [[e] for e in range(E)] if moe.top_k == 1 and moe.norm_topk_prob else []
+    if not moe.normalised:
+        return [list(range(E))]  # softmax over every expert: the common shift only
+    if moe.top_k == 1:
+        return [[e] for e in range(E)]
+    if moe.n_group > 1 and moe.topk_group == 1:
+        size = E // moe.n_group
+        return [list(range(g * size, (g + 1) * size)) for g in range(moe.n_group)]
+    return [list(range(E))]
+
+
+def router_shift(point: Point, layer: int) -> list[Group]:
+    mlp, prefix = point.spec.layer_specs[layer].mlp, f"layers.{layer}.mlp."
+    if not isinstance(mlp, MoESpec):
+        return []
+    comps = router_components(mlp)
+    if not comps:
+        return []
+    d, E = point.d, mlp.n_experts
+    member = torch.zeros(len(comps), E, dtype=DTYPE)
+    for i, comp in enumerate(comps):
+        member[i, comp] = 1.0
+    row = d + mlp.router_bias
+
+    def fn(c):
+        x = c.unflatten(-1, (len(comps), row))  # (..., n_comp, d + [b])
+        out = {prefix + "router": torch.einsum("...cd,ce->...de", x[..., :d], member)}
+        if mlp.router_bias:
+            out[prefix + "router_bias"] = torch.einsum("...c,ce->...e", x[..., d], member)
+        return out
+
+    blocks = (prefix + "router",) + ((prefix + "router_bias",) if mlp.router_bias else ())
+    return [Group("moe_router", f"{prefix}router.shift", len(comps) * row, fn, blocks)]
