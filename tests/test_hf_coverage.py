@@ -16,11 +16,11 @@ import yaml
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from attnid.cli import main
+from attnid.hf.check import ENCODERS
 from attnid.hf.coverage import (
     CATEGORIES,
     CHECK_COLUMNS,
     COUNTED,
-    ENCODERS,
     OTHER,
     REASONS,
     category_of,

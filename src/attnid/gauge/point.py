@@ -17,6 +17,7 @@ Glossary: `attnid.model.spec` (reader / writer, stream, d_c) and `attnid.gauge` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -177,3 +178,15 @@ class Point:
         if name == "token_type":
             return t[:1]
         return t.reshape(-1, self.d)
+
+
+def rows_update(point: Point, name: str, new_rows: torch.Tensor) -> torch.Tensor:
+    """The block `name` with its rows in use replaced by new_rows (..., rows, d), the others zero."""
+    shape = point.w[name].shape
+    rows = point.writer_rows(name).shape[0]
+    total = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    if rows == total:
+        return new_rows.reshape(*new_rows.shape[:-2], *shape)
+    out = torch.zeros(*new_rows.shape[:-2], total, shape[-1], dtype=DTYPE)
+    out[..., :rows, :] = new_rows
+    return out.reshape(*new_rows.shape[:-2], *shape)

@@ -37,10 +37,10 @@ from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .coverage import ENCODERS
 from .mapping import model_spec
 from .tiny import POSITIONS, tiny_config
 
+ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
 # A norm eps below this is measured at this value: the weakly identified directions' singular values scale with
 # eps and would fall under the rank tolerance (BERT's 1e-12); every count is the same for any eps > 0.

@@ -30,7 +30,6 @@ from . import mapping
 from .mapping import MAPPERS, SUPPORTED_MODEL_TYPES, model_spec
 from .refusals import CATEGORIES, REASONS
 
-ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
 OTHER = "other"  # the category of a family's reason that names none of CATEGORIES
 
 
@@ -57,8 +56,11 @@ def family_refusals(modules=None) -> dict[str, str]:
 
 
 def model_types() -> dict[str, str]:
-    """model_type -> the `transformers` class the check builds: every registered causal LM, and ENCODERS."""
+    """model_type -> the `transformers` class the check builds: every registered causal LM, and the encoders
+    (attnid.hf.check.ENCODERS)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from .check import ENCODERS
 
     return dict(sorted({**MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, **ENCODERS}.items()))
 

@@ -36,7 +36,7 @@ import torch
 from ...spec import AttentionSpec
 from ...symmetry import commutant_basis
 from ..group import Group, outer_input
-from ..point import DTYPE, Point
+from ..point import DTYPE, Point, rows_update
 
 
 def _conj_basis(a: AttentionSpec) -> torch.Tensor:
@@ -286,12 +286,10 @@ class AttentionBlock:
             if self.sink is not None:
                 out[self.sink] = -torch.einsum("...gv,gvd->...d", y, S)
             elif self.ones_sink is not None:  # the constant kappa 1 it writes, taken back by a shift along 1
-                from .stream import _rows_update
-
                 kappa = torch.einsum("...gv,gvd->...d", y, S).mean(-1)  # (...,)
                 rows = self.p.writer_rows(self.ones_sink).shape[0]
                 shift = -kappa[..., None, None] * torch.ones(rows, d, dtype=DTYPE)
-                out[self.ones_sink] = _rows_update(self.p, self.ones_sink, shift)
+                out[self.ones_sink] = rows_update(self.p, self.ones_sink, shift)
             return out
 
         blocks = ((self.name("b_V"),) if own else (self.name("W_V"),)) + ((self.sink,) if self.sink else ())

@@ -25,11 +25,11 @@ from __future__ import annotations
 import torch
 
 from ..group import Group, along_input, outer_input
-from ..point import DTYPE, Point, Reader
+from ..point import DTYPE, Point, Reader, rows_update
 from .attention import AttentionBlock
 from .mlp import hidden_units
 from .norms import centring_readers, centring_writers, contract_input, norm_bias, norm_gain
-from .stream import _rows_update, ones_complement, position_shift, unread_positions
+from .stream import ones_complement, unread_positions
 
 
 def previous_norm(spec, layer: int) -> str | None:
@@ -119,7 +119,7 @@ def _embedding_terms(point: Point, first_readers: list[Reader]) -> list[Group]:
         def shift(c):
             w = c @ basis
             return {"embed": w[..., None, :].expand(*w.shape[:-1], V, d),
-                    "pos": _rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
+                    "pos": rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
 
         out.append(Group("embeddings", "embeddings.position_shift", basis.shape[0], shift, ("embed", "pos")))
     if spec.embedding_norm:
@@ -131,7 +131,7 @@ def _embedding_terms(point: Point, first_readers: list[Reader]) -> list[Group]:
             res = {}
             for name in raw:
                 rows = point.writer_rows(name)  # (rows, d)
-                res[name] = _rows_update(point, name, (rows @ c.unsqueeze(-1)) * torch.ones(d, dtype=DTYPE))
+                res[name] = rows_update(point, name, (rows @ c.unsqueeze(-1)) * torch.ones(d, dtype=DTYPE))
             L = -(c[..., :, None] * torch.ones(d, dtype=DTYPE))  # -v 1^T
             for r in first_readers:
                 res[r.weight] = along_input(point.w[r.weight], L, r.axis)
@@ -148,7 +148,7 @@ def _embedding_terms(point: Point, first_readers: list[Reader]) -> list[Group]:
 
         def absorb(c):  # the raw stream shifts by w; layer 0's attention outputs attn(h) - w
             rows = point.writer_rows(moved).shape[0]
-            res = {moved: _rows_update(point, moved, c[..., None, :].expand(*c.shape[:-1], rows, d))}
+            res = {moved: rows_update(point, moved, c[..., None, :].expand(*c.shape[:-1], rows, d))}
             res[p + "b_Q"] = -torch.einsum("...d,hdk->...hk", c, W["W_Q"])
             if a.has_bias("k"):
                 res[p + "b_K"] = -torch.einsum("...d,gdk->...gk", c, W["W_K"])
@@ -259,7 +259,7 @@ def _scales(point: Point, attn_readers: dict, mlp_readers: dict) -> list[Group]:
             res = {}
             if prev is None:
                 for name in raw:
-                    res[name] = _rows_update(point, name, c[..., :1, None] * point.writer_rows(name))
+                    res[name] = rows_update(point, name, c[..., :1, None] * point.writer_rows(name))
                 if "embed" in raw:
                     head_back(res, c)
             else:
@@ -294,7 +294,7 @@ def token_types(point: Point) -> list[Group]:
         out = torch.zeros(*c.shape[:-1], n_types, d, dtype=DTYPE)
         out[..., 0, :] = w
         out[..., 1:, :] = c[..., d:].unflatten(-1, (n_types - 1, d))
-        return {"token_type": out, "pos": _rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}
+        return {"token_type": out, "pos": rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}
 
     return [Group("token_types", "embeddings.token_types", n_types * d, fn, ("token_type", "pos"))]
 
@@ -315,7 +315,7 @@ def tied_shift(point: Point) -> list[Group]:
     def fn(c):
         a = c[..., :1] * inv  # (..., d)
         res = {"embed": a[..., None, :].expand(*a.shape[:-1], V, point.d),
-               "pos": _rows_update(point, "pos", -a[..., None, :].expand(*a.shape[:-1], T, point.d))}  # fmt: skip
+               "pos": rows_update(point, "pos", -a[..., None, :].expand(*a.shape[:-1], T, point.d))}  # fmt: skip
         if beta is not None and spec.lm_head_bias:
             res["unembed_bias"] = -(c[..., :1] * (beta @ inv)).expand(*c.shape[:-1], V)
         return res

@@ -25,25 +25,13 @@ import torch
 
 from ...model.counting.residual import Stream
 from ..group import Group, along_input, along_output
-from ..point import DTYPE, Point
+from ..point import DTYPE, Point, rows_update
 
 
 def ones_complement(d: int) -> torch.Tensor:
     """Q (d, d - 1): an orthonormal basis of 1^perp (QR of the centring matrix's first d - 1 columns)."""
     C = torch.eye(d, dtype=DTYPE) - 1.0 / d
     return torch.linalg.qr(C[:, : d - 1]).Q
-
-
-def _rows_update(point: Point, name: str, new_rows: torch.Tensor) -> torch.Tensor:
-    """The block `name` with its rows in use replaced by new_rows (..., rows, d), the others zero."""
-    shape = point.w[name].shape
-    rows = point.writer_rows(name).shape[0]
-    total = math.prod(shape[:-1]) if len(shape) > 1 else 1
-    if rows == total:
-        return new_rows.reshape(*new_rows.shape[:-2], *shape)
-    out = torch.zeros(*new_rows.shape[:-2], total, shape[-1], dtype=DTYPE)
-    out[..., :rows, :] = new_rows
-    return out.reshape(*new_rows.shape[:-2], *shape)
 
 
 def stream_writers(point: Point) -> list[str]:
@@ -102,7 +90,7 @@ def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
             Xi = A + v[..., :, None] * ones + c[..., -1:, None] * (ones[:, None] * ones)
         out = {}
         for name in writers:
-            out[name] = _rows_update(point, name, along_output(point.writer_rows(name), Xi))
+            out[name] = rows_update(point, name, along_output(point.writer_rows(name), Xi))
         for norm, rs in readers.items():
             g = point.gain(norm)
             L = -(A * g) / g[:, None]  # -D^-1 A D
@@ -217,7 +205,7 @@ def scale_groups(point: Point, stream: Stream) -> list[Group]:
         def fn(c):
             res = {}
             for name in writers:
-                res[name] = _rows_update(point, name, c[..., :1, None] * point.writer_rows(name))
+                res[name] = rows_update(point, name, c[..., :1, None] * point.writer_rows(name))
             if not spec.final_norm and not spec.tied:
                 res["unembed"] = -c[..., :1, None] * point.w["unembed"]
             if spec.tied and spec.final_norm and not spec.embedding_norm:  # E^T in the head: the final gain takes 1/c
@@ -341,7 +329,7 @@ def constant_offsets(point: Point, stream: Stream) -> list[Group]:
             for j, (name, value) in enumerate(writers):
                 out[name] = out.get(name, 0) + c[..., j : j + 1].reshape(*c.shape[:-1], *([1] * value.dim())) * value
             total = c.sum(-1)[..., None, None] * ones
-            out[shift] = _rows_update(point, shift, -total.expand(*c.shape[:-1], rows, d))
+            out[shift] = rows_update(point, shift, -total.expand(*c.shape[:-1], rows, d))
             return out
 
         return [Group("constant_offsets", "stream.constant_offsets", len(writers), fn, blocks + (shift,))]
@@ -397,7 +385,7 @@ def raw_head_bias(point: Point, stream: Stream) -> list[Group]:
         ones = torch.ones(d, dtype=DTYPE)
 
         def shift_fn(c):
-            return {shift: _rows_update(point, shift, c[..., :1, None].expand(*c.shape[:-1], rows, d) * ones),
+            return {shift: rows_update(point, shift, c[..., :1, None].expand(*c.shape[:-1], rows, d) * ones),
                     "unembed_bias": -c[..., :1] * head(ones)}  # fmt: skip
 
         out.append(Group("head_bias_constants", "head.shift", 1, shift_fn, (shift, "unembed_bias")))
@@ -415,7 +403,7 @@ def position_shift(point: Point, stream: Stream) -> list[Group]:
     def fn(c):
         w = c @ basis  # (..., d)
         return {"embed": w[..., None, :].expand(*w.shape[:-1], V, d),
-                "pos": _rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
+                "pos": rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
 
     return [Group("embeddings", "embeddings.position_shift", basis.shape[0], fn, ("embed", "pos"))]
 
