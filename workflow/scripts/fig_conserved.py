@@ -8,7 +8,7 @@ the imbalance on purpose), the largest head count of each task; 95% t-intervals 
 """
 
 import pandas as pd
-from figtraining import OPTIMIZER_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
+from figtraining import OPTIMIZER_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable, with_settings
 
 from attnid.report.seeds import at_largest_heads
 from attnid.report.style import COLUMN_WIDTH, PALETTE, label_grid, use_style
@@ -18,6 +18,8 @@ KEYS = ["task", "optimizer", "heads", "seed", "step"]
 
 
 def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
+    metrics = with_settings(metrics)
+    summary = with_settings(summary)
     import matplotlib.pyplot as plt
 
     use_style()

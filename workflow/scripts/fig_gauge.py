@@ -9,12 +9,13 @@ balanced point is not orthogonal at an unbalanced iterate). 95% t-intervals over
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable, slanted
+from figtraining import CI, OPTIMIZER_NAMES, TASK_NAMES, names, note_diverged, readable, slanted, with_settings
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 
 def plot(summary: pd.DataFrame):
+    summary = with_settings(summary)
     import matplotlib.pyplot as plt
     import seaborn as sns
 

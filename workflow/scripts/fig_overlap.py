@@ -20,6 +20,7 @@ from figtraining import (
     names,
     note_diverged,
     readable,
+    with_settings,
 )
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
@@ -29,6 +30,7 @@ CHANCE = dict(color="k", ls="--", marker="_", ms=12, mew=1.2, lw=0.9, label="cha
 
 
 def plot(summary: pd.DataFrame):
+    summary = with_settings(summary)
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 

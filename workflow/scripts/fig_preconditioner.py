@@ -19,6 +19,7 @@ from figtraining import (
     names,
     note_diverged,
     readable,
+    with_settings,
 )
 
 from attnid.report.style import COLUMN_WIDTH, MIN_FONT_PT, PALETTE, use_style
@@ -27,6 +28,7 @@ SHOWN = ("adam", "adam_shared", "sgd_momentum")
 
 
 def plot(summary: pd.DataFrame):
+    summary = with_settings(summary)
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 

@@ -9,7 +9,7 @@ an interval that crosses zero means no detectable effect.
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names, readable, slanted
+from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names, readable, slanted, with_settings
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
@@ -20,6 +20,7 @@ MEASURES = {
 
 
 def plot(effects: pd.DataFrame):
+    effects = with_settings(effects)
     import matplotlib.pyplot as plt
     import seaborn as sns
 

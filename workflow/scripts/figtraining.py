@@ -1,5 +1,9 @@
 """What the training figures share: the 95% interval over seeds, display names, the diverged-run note.
 
+Every figure shows each (task, model) apart: its first step is :func:`with_settings`, which writes the
+setting key (`recall/llama`, ...) into the `task` column, and TASK_NAMES here are the settings' display
+names (attnid.report.names.SETTING_NAMES).
+
 Imported by workflow/scripts/fig_*.py of the training study (Snakemake puts this folder on sys.path).
 Every interval is the t-interval of attnid.training.analysis (the macros quote the same), passed
 to seaborn as its `errorbar` callable.
@@ -8,7 +12,8 @@ to seaborn as its `errorbar` callable.
 import numpy as np
 import pandas as pd
 
-from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered, with_settings
+from attnid.report.names import SETTING_NAMES as TASK_NAMES
 from attnid.report.style import MIN_FONT_PT
 from attnid.training.analysis import t_interval, t_quantile
 
@@ -100,4 +105,5 @@ __all__ = [
     "names",
     "note_diverged",
     "readable",
+    "with_settings",
 ]

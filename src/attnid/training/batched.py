@@ -331,11 +331,9 @@ class BatchedRuns:
 
 
 def stacked_projector(spec, theta: torch.Tensor):
-    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once (per run where the batched
-    projector does not apply: the value-bias constraint is assembled per point)."""
-    if spec.has_bias("v"):
-        each = [symmetry.Projector(spec, t) for t in theta]
-        return lambda u: torch.stack([proj(x) for proj, x in zip(each, u)]) if len(each) else u.clone()
+    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once for all of them."""
+    if not len(theta):
+        return lambda u: u.clone()
     return symmetry.Projector(spec, theta)
 
 

@@ -11,8 +11,9 @@ gradient, p the parameter, lr = eta, wd = lambda, t = 1, 2, ... the step number:
     adamw         the same moments of g (no lambda in them);  u = -eta lambda p - (Adam step)
     adam_shared   Adam whose second moment is averaged over each symmetry block of an attention
                   layer before use: per KV group the query-key block (W_Q^h for h in the group, b_Q^h,
-                  W_K^g, b_K^g) and the value-output block (W_V^g, b_V^g, W_O^h); b_O and every
-                  non-attention parameter keep their own coordinates.
+                  W_K^g, b_K^g) and the value-output block (W_V^g, W_O^h); b_O and every
+                  non-attention parameter keep their own coordinates. With a value bias the
+                  value-output side of every group and b_O are one block (:func:`symmetry_blocks`).
 
 These are the updates of torch.optim.SGD / Adam / AdamW (the tests compare them step by step). Every
 run of a job is one row of one flat (M, P) parameter tensor (all its weights side by side), so a step is
@@ -39,19 +40,28 @@ def symmetry_blocks(spec: AttentionSpec) -> tuple[torch.Tensor, int]:
     """Block id of every coordinate of theta (P,) and the number of blocks (see the module docstring).
 
     Query-key block of group g: id g; value-output block of group g: id G + g; b_O: one id per coordinate.
+    With a value bias the value-output blocks of every group and b_O are one block (id G): the translation
+    (db_V, db_O = -sum_g db_V^g S_g) moves b_V of every group against b_O, and a preconditioner that is one
+    scalar on all of them keeps the update orthogonal to it as well.
     """
     layout = Layout(spec)
     G, r = spec.G, spec.group_size
+    value_bias = spec.has_bias("v")
     ids = torch.empty(layout.size, dtype=torch.long)
     for block in layout:
         shape = block.shape
         if block.name == "b_O":
-            ids[block.slice] = 2 * G + torch.arange(block.size)
+            ids[block.slice] = G if value_bias else 2 * G + torch.arange(block.size)
+            continue
+        if value_bias and block.name in PART_BLOCKS["value_output"]:
+            ids[block.slice] = G
             continue
         offset = 0 if block.name in PART_BLOCKS["query_key"] else G
         per_head = block.name in ("W_Q", "b_Q", "W_O")  # leading dim H (else G)
         lead = torch.arange(shape[0]) // (r if per_head else 1)  # group of each leading index
         ids[block.slice] = (offset + lead).repeat_interleave(block.size // shape[0])
+    if value_bias:
+        return ids, G + 1
     return ids, 2 * G + (spec.d_model if spec.has_bias("o") else 0)
 
 

@@ -60,10 +60,12 @@ def summarize_run(metrics: pd.DataFrame, steps: int) -> dict:
 
 def plateau_change(metrics: pd.DataFrame, final_eval_loss: float, steps: int) -> float:
     """(L_start - L_end) / L_end over the last fifth of training: L_start the mean held-out loss at the
-    evaluations in [0.7 S, 0.8 S], L_end the mean of those in [0.9 S, S) and the one after the last step.
-    Positive: still falling. NaN when a window holds no evaluation."""
+    evaluations in [0.7 S, 0.8 S] (the last one before 0.8 S if none), L_end the mean of those in [0.9 S, S)
+    and the one after the last step. Positive: still falling. NaN when there is no evaluation before 0.8 S."""
     evals = metrics.dropna(subset=["eval_loss"]).groupby("step")["eval_loss"].mean()
     start = evals[(evals.index >= 0.7 * steps) & (evals.index <= 0.8 * steps)]
+    if not len(start):
+        start = evals[evals.index <= 0.8 * steps].iloc[-1:]
     end = [*evals[evals.index >= 0.9 * steps].tolist(), final_eval_loss]
     end = [x for x in end if math.isfinite(x)]
     if not len(start) or not end:
