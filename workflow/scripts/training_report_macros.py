@@ -18,7 +18,8 @@ import pandas as pd
 from attnid.report.latex import number
 from attnid.report.names import OPTIMIZER_NAMES, TASK_NAMES
 from attnid.report.significance import holm, t_test_pvalue
-from attnid.training.analysis import estimate, interval_text
+from attnid.report.study import interval_text
+from attnid.training.analysis import estimate
 
 ALPHA = 0.05  # family-wise level of the Holm correction
 TOLERANCE = 0.2  # relative departure of the measured imbalance from the weight-decay factor
