@@ -182,7 +182,27 @@ rule fig_rebalance_effect:
         "../scripts/fig_rebalance_effect.py"
 
 
+rule fig_sources:
+    input:
+        script_inputs("fig_sources.py"),
+        summary=rules.training_aggregate.output.summary,
+    output:
+        pdf=f"{RESULTS}/figures/sources.pdf",
+        png=report(
+            f"{RESULTS}/figures/sources.png",
+            caption="../report/sources.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_sources"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_sources.py"
+
+
 TARGETS["figures"] += [
+    *rules.fig_sources.output,
     *rules.fig_weight_decay.output,
     *rules.fig_preconditioner.output,
     *rules.fig_gauge.output,

@@ -32,7 +32,7 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
     width = max(len(o) for o in optimizers.values())
-    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.6 * len(tasks)),
+    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.25 * len(tasks)),
                              sharex="row", sharey="row", squeeze=False)  # fmt: skip
     train = band(per_run, ["task", "optimizer", "rebalance"], "loss", log=True)
     evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss", log=True)

@@ -17,6 +17,28 @@ OPTIMIZER_NAMES = {
     "adam_shared": "Adam (shared second moment)",
     "adamw": "AdamW",
 }
+# the same, short enough for a category axis of a narrow panel
+OPTIMIZER_SHORT = {
+    "sgd": "SGD",
+    "sgd_wd": "SGD+wd",
+    "sgd_momentum": "momentum",
+    "adam": "Adam",
+    "adam_shared": "Adam (shared)",
+    "adamw": "AdamW",
+}
+# the sources of the whole-model orbit (attnid.gauge's generator groups, by count_model's breakdown keys)
+SOURCE_NAMES = {
+    "layers": "attention layers alone",
+    "all": "whole model",
+    "attention": "attention",
+    "mlp_hidden": "MLP units",
+    "norm_gain": "norm gains",
+    "norm_bias": "norm biases",
+    "residual_rotations": "residual stream",
+    "centring_readers": "centring (readers)",
+    "centring_writers": "centring (writers)",
+    "embeddings": "embeddings",
+}
 REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
 TASK_NAMES = {
     "teacher_student": "teacher-student",

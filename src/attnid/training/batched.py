@@ -45,6 +45,7 @@ from .. import symmetry
 from ..device import resolve_device
 from ..layout import Layout
 from .determinism import deterministic
+from .gauges import model_gauge
 from .metrics import Measurements, chance_levels
 from .nets import Net, make_task
 from .optim import Optimizer, shared_blocks
@@ -57,7 +58,7 @@ COLUMNS = METRIC_COLUMNS[2:]  # the measurements kept per (run, measured step, l
 STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy"))
 SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pairs", "order", "alpha", "n_layers",
                  "norm", "mlp_ratio", "kv_ratio", "steps", "batch", "rebalance_interval", "probe_batch", "eval_every",
-                 "eval_batch", "metrics_every", "device", "dtype")  # fmt: skip
+                 "eval_batch", "metrics_every", "gauge_every", "device", "dtype")  # fmt: skip
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
 
 
@@ -162,8 +163,11 @@ class BatchedRuns:
         self.masks = {part: symmetry.part_mask(self.spec, part, device=device) for part in symmetry.PARTS}
         self.references = [symmetry.imbalance_reference(self.spec, self.theta[:, idx]) for idx in self.net.layers]
         self.theta0 = self.theta.clone()  # where a diverged run is measured
-        self.steps = measured_steps(base.steps, base.metrics_every, base.eval_every)
+        self.model_gauge = model_gauge(self.net) if gauge else None  # real architectures: the whole model's orbit
+        every = base.gauge_every if self.model_gauge is not None else None
+        self.steps = measured_steps(base.steps, base.metrics_every, base.eval_every, every)
         self.measured = set(self.steps)
+        self.gauged = {t for t in self.steps if every and (t % every == 0 or t == base.steps - 1)}
         self.meas = Measurements(COLUMNS, self.M, self.steps, len(self.net.layers), device)
         self.alive = torch.ones(self.M, dtype=torch.bool, device=device)
         self.diverged_step = torch.full((self.M,), -1, dtype=torch.long)
@@ -215,7 +219,22 @@ class BatchedRuns:
                 u_layer = self._attention_update(i, idx, u[:, idx], t, measure)
                 if self.projected.any():
                     u[:, idx] = u_layer
+        if t in self.gauged:
+            self._measure_model(u, t)
         self.theta = torch.where(self.alive[:, None], self.theta + u, self.theta)
+
+    def _measure_model(self, u: torch.Tensor, t: int) -> None:
+        """overlap_model[_<source>]: the applied update of every live run against the whole model's orbit at
+        theta_t (attnid.training.gauges), the same value on every layer's row."""
+        rows = {}
+        for m in self.alive.nonzero()[:, 0].tolist():
+            for source, value in self.model_gauge.overlap(self.theta[m], u[m]).items():
+                rows.setdefault(source, {})[m] = value
+        for source, values in rows.items():
+            column = "overlap_model" if source == "all" else f"overlap_model_{source}"
+            self.meas.ensure(column)
+            index = torch.tensor(list(values), dtype=torch.long)
+            self.meas.set(column, t, torch.tensor(list(values.values()), dtype=torch.float64), rows=index)
 
     def _attention_update(self, i: int, idx: torch.Tensor, u: torch.Tensor, t: int, measure: bool) -> torch.Tensor:
         """The update (M, P_layer) of attention layer i as applied: u - P_T u in `project` runs (norm removed:

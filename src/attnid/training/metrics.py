@@ -54,6 +54,12 @@ class Measurements:
         self.M, self.L, self.device = runs, layers, device
         self._reset()
 
+    def ensure(self, column: str) -> None:
+        """Add a column (NaN everywhere) if it is not there yet (the whole-model gauge's sources)."""
+        if column not in self.values:
+            self.columns.append(column)
+            self.values[column] = torch.full_like(next(iter(self.values.values())), math.nan)
+
     def _reset(self) -> None:
         zeros = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)
         self.loss_sum, self.loss_count = zeros(self.M), zeros(self.M)

@@ -61,6 +61,7 @@ class Net:
         task = task or make_task(cfg)
         self.dtype = TORCH_DTYPES[cfg.dtype]
         self.last_only = bool(getattr(task, "reads_last", False))
+        self.seq_len = task.seq_len
         if cfg.model == "own":
             module = _own_module(cfg, task, cfg.seed)
         else:

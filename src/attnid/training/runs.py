@@ -45,7 +45,7 @@ TASK_FIELDS = {  # config key -> RunConfig field, per task (attention, heads, op
     "recall": ("batch", "steps", "vocab", "pairs", *TRANSFORMER_FIELDS),
     "markov": ("batch", "steps", "vocab", "order", "alpha", "seq_len", *TRANSFORMER_FIELDS),
 }
-GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "dtype")
+GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every", "dtype")
 NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction")
 
 # Measured per (measured step, attention layer) of a run, in this column order (attnid.training.metrics
@@ -97,6 +97,7 @@ class RunConfig:
     eval_every: int = 50  # held-out evaluation every this many steps (and at the last step)
     eval_batch: int = 256  # held-out sequences (one fixed batch)
     metrics_every: int = 1  # overlap/update/drift metrics every this many steps (and at the last step)
+    gauge_every: int = 100  # real architectures: the whole-model overlap (attnid.training.gauges) every this many steps
     # where and how
     device: str = "cpu"  # 'cpu' or 'cuda'
     dtype: str = "float64"  # 'float64' (rounding ~1e-16, default) or 'float32'
@@ -125,6 +126,7 @@ class RunConfig:
             "eval_batch",
             "probe_batch",
             "kv_ratio",
+            "gauge_every",
         ):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"RunConfig.{field_name} must be >= 1, got {getattr(self, field_name)}")
@@ -239,6 +241,8 @@ def run_config(
     )  # fmt: skip
 
 
-def measured_steps(steps: int, metrics_every: int, eval_every: int) -> list[int]:
-    """The steps whose measurements are kept: every metrics_every-th and eval_every-th step and the last."""
-    return sorted({t for t in range(steps) if t % metrics_every == 0 or t % eval_every == 0} | {steps - 1})
+def measured_steps(steps: int, metrics_every: int, eval_every: int, gauge_every: int | None = None) -> list[int]:
+    """The steps whose measurements are kept: every metrics_every-th, eval_every-th (and gauge_every-th) step
+    and the last."""
+    every = [metrics_every, eval_every] + ([gauge_every] if gauge_every else [])
+    return sorted({t for t in range(steps) if any(t % e == 0 for e in every)} | {steps - 1})
