@@ -1,9 +1,9 @@
-"""Wall time of a preset's training with --cores 1 and --cores 2, and a preset's training time on this
-machine extrapolated from measured subsets.
+"""Wall time of a preset's training with --cores 1 and --cores 2, and every training job of a preset against
+its arithmetic floor.
 
     python benchmarks/sweep.py sweep  [--configfile config/config.yaml] [--cores 1 2] [--target training_aggregate]
-    python benchmarks/sweep.py paper  [--configfile config/paper.yaml] [--fraction 0.01] [--optimizer adam]
-                                      [--task recall] [--heads 2 4] [--cores 2] [--device cpu|cuda]
+    python benchmarks/sweep.py paper  [--configfile config/paper.yaml] [--steps 60] [--task recall] [--model llama]
+                                      [--heads 2 4] [--cores 2] [--device cpu|cuda] [--floor-only]
 
 sweep: for each N in --cores, a fresh temporary copy of the working tree runs `snakemake --cores N
   <target>` (default: training_aggregate, i.e. every training job of the preset and the aggregation).
@@ -11,24 +11,20 @@ sweep: for each N in --cores, a fresh temporary copy of the working tree runs `s
   `cpu_time`; the load average before and after (on a shared machine other people's work inflates wall
   times, not CPU times). Then the speed-up t(first)/t(N).
 
-paper: in this process, every (task, H) group of the preset with one optimizer (all its seeds and
-  rebalancing modes, batched exactly as its job trains them) at `--fraction` and twice that of the
-  steps; the CPU seconds are fitted as fixed + per_step x steps (the loop is linear in steps: metrics
-  every step, evaluation and rebalancing at fixed intervals) and extrapolated to the preset's steps and
-  to every optimizer of the task (the optimizers cost the same per step up to the update rule). This
-  is an extrapolation, and is printed as one; the jobs run in parallel, so the wall time on N idle
-  cores is about the CPU time / N. The held-out evaluations (every eval_every steps, eval_batch
-  sequences) are timed apart (one more run that evaluates more often) and added per evaluation.
-  `--device cuda` measures the same groups on a GPU.
+paper: in this process, every job of the preset (a task, model and head count: all its optimizers, rebalancing
+  modes and seeds, batched exactly as its job trains them) for its first `--steps` steps (rounded up to a
+  multiple of the measurement cadence, so measured steps and evaluations come at the preset's rate), one
+  thread: CPU seconds per step, extrapolated to the preset's steps (the loop is linear in steps). Printed as
+  an extrapolation; the jobs run in parallel, so the wall time on N idle cores is about the CPU time / N.
 
-  The arithmetic floor, printed next to it: every matrix product of one training step (forward and
-  backward of the loss as the batched trainer computes it, the teacher's targets, the held-out
-  forward passes) is recorded with its shape (a TorchDispatchMode on one run), counted in FLOPs
-  (2 b n k m), and replayed as torch.bmm batched over the group's runs, as vmap batches them, in
-  float64 and float32 on one thread: the CPU seconds of the products alone at this machine's rate at
-  those very shapes. No exact implementation of the same steps can be faster than its matrix products,
-  so this is a lower bound on the preset's training time here (the rest, elementwise work, metrics
-  and Python, is on top). `--floor-only` prints the floor without timing the training.
+  The arithmetic floor, next to it: every matrix product of one run's training step (forward and backward of
+  the loss as the batched trainer computes it, the teacher's targets, the held-out forward passes) is recorded
+  with its shape (a TorchDispatchMode on one run), counted in FLOPs (2 b n k m), and replayed as torch.bmm
+  batched over the job's runs, as vmap batches them, in the preset's dtype (and the other one) on one thread:
+  the CPU seconds of the products alone at this machine's rate at those very shapes. No exact implementation
+  of the same steps can be faster than its matrix products, so this is a lower bound on the job's time here
+  (the rest, elementwise work, metrics and Python, is on top). `ratio` = measured / floor in the preset's
+  dtype, per job and for the preset. `--floor-only` prints the floor without timing the training.
 """
 
 from __future__ import annotations
@@ -157,34 +153,35 @@ def step_matmuls(cfg) -> dict:
 
     from attnid.training.loop import build
 
-    task, model = build(cfg)
-    last = {"last_only": True} if cfg.task == "recall" else {}
+    task, net, theta = build(cfg)
     shapes = {}
     with matmul_recorder() as rec:
         batch = task.train_batch(cfg.batch)
     shapes["data"] = rec.shapes if cfg.task == "teacher_student" else []
+    theta = theta.clone().requires_grad_(True)
     with matmul_recorder() as rec:
-        task.loss(model(batch.inputs, **last), batch).backward()
+        loss = task.per_sample_loss(net(theta, batch.inputs), batch.targets).mean()
+        torch.autograd.grad(loss, theta)
     shapes["step"] = rec.shapes
     with torch.no_grad(), matmul_recorder() as rec:
-        model(batch.inputs, **last)
+        net(theta, batch.inputs)
     shapes["eval"] = rec.shapes
     return shapes
 
 
-def floor(cfgs: list, section: dict, training: dict, cache: dict) -> dict:
-    """FLOPs and matmul-only CPU seconds (float64, float32) of one batched group's whole training."""
+def floor(cfgs: list, cache: dict) -> dict:
+    """FLOPs and matmul-only CPU seconds (float64, float32) of one job's whole training."""
     import torch
 
     cfg, M = cfgs[0], len(cfgs)
     seeds = len({c.seed for c in cfgs})
     shapes = step_matmuls(cfg)
-    evals = evaluations(section["steps"], training["eval_every"])
-    chunks = math.ceil(training["eval_batch"] / cfg.batch)
+    evals = evaluations(cfg.steps, cfg.eval_every)
+    chunks = math.ceil(cfg.eval_batch / cfg.batch)
     out = {
         "gflop_per_run_step": flops(shapes["step"]) / 1e9,
-        "group_pflop": (
-            section["steps"] * (M * flops(shapes["step"]) + seeds * flops(shapes["data"]))
+        "job_pflop": (
+            cfg.steps * (M * flops(shapes["step"]) + seeds * flops(shapes["data"]))
             + evals * chunks * M * flops(shapes["eval"])
         )
         / 1e15,
@@ -192,8 +189,8 @@ def floor(cfgs: list, section: dict, training: dict, cache: dict) -> dict:
     for name, dtype in (("float64", torch.float64), ("float32", torch.float32)):
         per_step = matmul_seconds(shapes["step"], M, dtype, cache) + matmul_seconds(shapes["data"], seeds, dtype, cache)
         per_eval = chunks * matmul_seconds(shapes["eval"], M, dtype, cache)
-        out[f"floor_{name}_s"] = section["steps"] * per_step + evals * per_eval
-        out[f"gflops_{name}"] = M * flops(shapes["step"]) / matmul_seconds(shapes["step"], M, dtype, cache) / 1e9
+        out[f"floor_{name}_s"] = cfg.steps * per_step + evals * per_eval
+        out[f"gflops_{name}"] = M * flops(shapes["step"]) / max(matmul_seconds(shapes["step"], M, dtype, cache), 1e-12) / 1e9
     return out
 
 
@@ -202,66 +199,72 @@ def evaluations(steps: int, every: int) -> int:
     return len({t for t in range(steps) if t % every == 0} | {steps - 1}) + 1
 
 
+def measured_cpu(cfgs: list, steps: int) -> dict:
+    """CPU seconds of the job's first `steps` steps (set-up apart), extrapolated to all its steps."""
+    from attnid.training.batched import BatchedRuns
+    from attnid.training.determinism import deterministic
+
+    cfg = cfgs[0]
+    with deterministic(cfg.device):
+        start = time.process_time()
+        state = BatchedRuns(cfgs)
+        setup = time.process_time() - start
+        start = time.process_time()
+        for t in range(steps):
+            state.step(t)
+        per_step = (time.process_time() - start) / steps
+        start = time.process_time()
+        state.evaluate(state.theta)
+        per_eval = time.process_time() - start
+    return {"setup_s": setup, "ms_per_step": 1e3 * per_step, "job_cpu_s": setup + per_step * cfg.steps + per_eval}
+
+
 def paper(args) -> None:
-    """Train, in this process, every (task, H) group of one optimizer of the preset (all seeds and
-    rebalancing modes, batched, as its job does) at two step counts; fit CPU seconds = fixed + per_step *
-    steps; extrapolate to the preset's steps and to all its optimizers, plus the learning-rate study."""
+    """Every job of the preset (or those selected) for its first steps, against its matmul floor."""
     import torch
 
     from attnid.device import resolve_device
-    from attnid.training.batched import train_batched
-    from attnid.training.runs import job_params, run_config, runs
+    from attnid.training.runs import job_params, jobs, run_config, runs
 
     resolve_device(args.device)  # DeviceError with the reason when CUDA is asked for and absent
     torch.set_num_threads(1)
     training = yaml.safe_load((ROOT / args.configfile).read_text())["training"]
+    dtype = training["dtype"]
     rows, cache = [], {}
-    for section in training["tasks"]:
-        if args.task and section["task"] != args.task:
+    for job in jobs(training):
+        if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
             continue
-        task, optimizer = section["task"], args.optimizer
-        n_optimizers = len(section["optimizers"])
-        steps = [max(3, round(section["steps"] * args.fraction)), max(6, round(2 * section["steps"] * args.fraction))]
-        often = max(1, min(steps[0] // 4, steps[0] - 2))  # the evaluation run: at least one more evaluation
-        for heads in [h for h in section["heads"] if not args.heads or h in args.heads]:
-            keys = [k for k in runs(training, task, optimizer) if k["heads"] == heads]
-            cfgs = [run_config(job_params(training, task, optimizer), args.device, **k) for k in keys]
-            evals = evaluations(section["steps"], training["eval_every"])  # held-out evaluations of the full run
-            row = {"task": task, "heads": heads, "runs": len(cfgs), "optimizers": n_optimizers, "evaluations": evals,
-                   **floor(cfgs, section, training, cache)}  # fmt: skip
-            if not args.floor_only:
-                train_batched([c.with_(steps=1, eval_every=1) for c in cfgs[:2]], progress=False)  # warm-up, not timed
-                cpu = []
-                for n, every in ((steps[0], steps[0]), (steps[1], steps[1]), (steps[0], often)):
-                    start = time.process_time()
-                    train_batched([c.with_(steps=n, eval_every=every) for c in cfgs], progress=False)
-                    cpu.append(time.process_time() - start)
-                per_step = (cpu[1] - cpu[0]) / (steps[1] - steps[0])
-                extra = evaluations(steps[0], often) - evaluations(steps[0], steps[0])
-                per_eval = max(cpu[2] - cpu[0], 0.0) / extra
-                fixed = max(cpu[0] - per_step * steps[0] - per_eval * evaluations(steps[0], steps[0]), 0.0)
-                row.update(measured_steps=steps, ms_per_step=1e3 * per_step, s_per_eval=per_eval, fixed_s=fixed,
-                           group_cpu_s=fixed + per_step * section["steps"] + per_eval * evals)  # fmt: skip
-                print(f"{task} H={heads}: {len(cfgs)} runs, {1e3 * per_step:.0f} ms/step (batched), "
-                      f"{per_eval:.2f} s/evaluation, ~{row['group_cpu_s'] / 60:.1f} CPU-min per optimizer",
-                      file=sys.stderr)  # fmt: skip
-            rows.append(row)
+        if args.heads and job["heads"] not in args.heads:
+            continue
+        params = job_params(training, job["task"], job["model"], job["heads"])
+        cfgs = [run_config(params, args.device, **k) for k in runs(params)]
+        row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps, **floor(cfgs, cache)}
+        if not args.floor_only:
+            every = math.lcm(cfgs[0].metrics_every, cfgs[0].eval_every)
+            n = min(cfgs[0].steps, every * math.ceil(args.steps / every))
+            row.update(measured_cpu(cfgs, n))
+            row["ratio"] = row["job_cpu_s"] / row[f"floor_{dtype}_s"]
+            print(f"{job['task']}/{job['model']} H={job['heads']}: {len(cfgs)} runs, {row['ms_per_step']:.0f} ms/step, "
+                  f"~{row['job_cpu_s']:.0f} CPU-s, floor {row[f'floor_{dtype}_s']:.1f} s, ratio {row['ratio']:.1f}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        rows.append(row)
     df = pd.DataFrame(rows)
-    print(f"# {args.configfile}: optimizer {args.optimizer} measured for every (task, H), one thread, device "
-          f"{args.device}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"# {args.configfile}: every job, one thread, device {args.device}, dtype {dtype}, load average "
+          f"{os.getloadavg()[0]:.1f}")  # fmt: skip
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    n_runs, groups = len(runs(training)), len(df) and df["optimizers"].sum()
-    pflop = (df["group_pflop"] * df["optimizers"]).sum()
+    n_runs = len(runs(training))
+    pflop = df["job_pflop"].sum()
     for name in ("float64", "float32"):
-        hours = (df[f"floor_{name}_s"] * df["optimizers"]).sum() / 3600
-        print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.3f} PFLOP of matrix products (forward, backward, targets, "
-              f"held-out); at this machine's {name} bmm rate at those shapes {hours:.2f} CPU-hours, "
-              f"{60 * hours / args.cores:.0f} min on {args.cores} cores")  # fmt: skip
-    if not args.floor_only:
-        total = (df["group_cpu_s"] * df["optimizers"]).sum()
-        print(f"# EXTRAPOLATED from {args.fraction:g} and {2 * args.fraction:g} of the steps: {n_runs} runs in {groups} "
-              f"batched groups: {total / 3600:.2f} CPU-hours; about {total / args.cores / 60:.0f} min wall with "
-              f"{args.cores} jobs in parallel")  # fmt: skip
+        hours = df[f"floor_{name}_s"].sum() / 3600
+        print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.4f} PFLOP of matrix products (forward, backward, targets, "
+              f"held-out); at this machine's {name} bmm rate at those shapes {hours:.3f} CPU-hours, "
+              f"{60 * hours / args.cores:.1f} min on {args.cores} cores")  # fmt: skip
+    if not args.floor_only and len(df):
+        total = df["job_cpu_s"].sum()
+        print(f"# EXTRAPOLATED from the first {args.steps}+ steps of each job: {n_runs} runs in {len(df)} jobs: "
+              f"{total / 3600:.3f} CPU-hours ({total:.0f} CPU-s), about {total / args.cores / 60:.1f} min with "
+              f"{args.cores} jobs in parallel; RATIO to the {dtype} floor {total / df[f'floor_{dtype}_s'].sum():.2f} "
+              f"(worst job {df['ratio'].max():.2f})")  # fmt: skip
 
 
 def main(argv=None) -> None:
@@ -271,11 +274,11 @@ def main(argv=None) -> None:
     s.add_argument("--configfile", default="config/config.yaml")
     s.add_argument("--cores", type=int, nargs="+", default=[1, 2])
     s.add_argument("--target", nargs="+", default=["training_aggregate"])
-    p = sub.add_parser("paper", help="a preset's training extrapolated from batched groups at a fraction of the steps")
+    p = sub.add_parser("paper", help="every training job of a preset against its matmul floor (extrapolated)")
     p.add_argument("--configfile", default="config/paper.yaml")
-    p.add_argument("--fraction", type=float, default=0.01, help="fraction of each task's steps to run (and twice that)")
-    p.add_argument("--optimizer", default="adam", help="the optimizer measured (its cost stands for every optimizer)")
+    p.add_argument("--steps", type=int, default=60, help="steps timed per job (rounded up to the measurement cadence)")
     p.add_argument("--task", default=None, help="measure only this task")
+    p.add_argument("--model", default=None, help="measure only this model")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="measure only these head counts")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -1,4 +1,4 @@
-"""Training: tasks, models, the reference loop's measurements, determinism, divergence.
+"""Training: tasks (their loss floors), models, the reference loop's measurements, determinism, divergence.
 
 Runs are tiny (d_model 8, tens of steps, float64) so the whole file takes seconds.
 """
@@ -6,6 +6,7 @@ Runs are tiny (d_model 8, tens of steps, float64) so the whole file takes second
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -15,14 +16,15 @@ from attnid import symmetry
 from attnid.spec import AttentionSpec
 from attnid.training.loop import RunDiverged, train
 from attnid.training.models import TinyTransformer
-from attnid.training.runs import METRIC_COLUMNS, RunConfig
-from attnid.training.tasks import AssociativeRecall, TeacherStudent, generator
+from attnid.training.runs import METRIC_COLUMNS, RunConfig, measured_steps
+from attnid.training.tasks import AssociativeRecall, MarkovChain, TeacherStudent, generator
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT_METRICS = [
-    "task", "optimizer", "rebalance", "heads", "seed", "layer", "step", "loss", "eval_loss", "eval_accuracy", "lr",
-    "update_norm", "overlap_all", "overlap_query_key", "overlap_value_output", "chance_all", "chance_query_key",
-    "chance_value_output", "drift_query_key", "drift_value_output", "rebalance_function_change", "rebalance_norm_removed",
+    "task", "model", "optimizer", "rebalance", "heads", "seed", "layer", "step", "loss", "eval_loss",
+    "eval_accuracy", "update_norm", "overlap_all", "overlap_query_key", "overlap_value_output", "overlap_gauge",
+    "drift_query_key", "drift_value_output", "imbalance_query_key", "imbalance_value_output",
+    "rebalance_function_change", "rebalance_norm_removed",
 ]  # fmt: skip
 
 
@@ -52,6 +54,37 @@ def test_recall_batches_ask_for_the_value_of_a_key_in_context():
     assert ((keys == query[:, None]).sum(dim=1) == 1).all()
     assert torch.equal(values[torch.arange(64), position] - 6, target)
     assert torch.equal(task.fixed_batch(8).inputs, AssociativeRecall(6, 3, seed=1).fixed_batch(8).inputs)
+
+
+def test_label_noise_gives_the_teacher_student_loss_its_floor():
+    """The teacher itself scores the noise variance (sigma s)^2 on held-out data, s the RMS of its outputs."""
+    spec = AttentionSpec(d_model=8, n_heads=2)
+    task = TeacherStudent(spec, seq_len=5, seed=0, noise=0.2)
+    batch = task.fixed_batch(2048)
+    with torch.no_grad():
+        clean = task.teacher(batch.inputs)
+    assert task.loss_floor == pytest.approx(0.04 * clean.pow(2).mean().item(), rel=0.15)  # s from 256 sequences
+    assert task.loss(clean, batch).item() == pytest.approx(task.loss_floor, rel=0.05)
+    assert TeacherStudent(spec, 5, 0).loss_floor == 0.0
+    assert torch.equal(TeacherStudent(spec, 5, 0, noise=0.2).fixed_batch(4).targets, task.fixed_batch(4).targets)
+
+
+def test_markov_chain_loss_floor_is_its_entropy_rate():
+    """Sequences start stationary; the chain's own next-token probabilities score the entropy rate."""
+    task = MarkovChain(vocab=5, order=2, alpha=0.5, seq_len=9, seed=3)
+    assert task.transition.sum(-1).allclose(torch.ones(25, dtype=torch.float64))
+    tokens = task.fixed_batch(8192).inputs  # (B, T)
+    assert tokens.shape == (8192, 9) and int(tokens.max()) < 5
+    context = tokens[:, :-2] * 5 + tokens[:, 1:-1]  # (B, T - 2): the context of tokens 2..T-1
+    nll = -task.transition[context, tokens[:, 2:]].log()
+    assert nll.mean().item() == pytest.approx(task.loss_floor, rel=0.02)
+    pair = torch.bincount(context[:, 3], minlength=25).double() / 8192  # a late position is still stationary
+    assert (pair - task.stationary).abs().max() < 0.02
+    logits = torch.zeros(8192, 9, 5, dtype=torch.float64)  # uniform prediction: log V
+    assert task.loss(logits, task.fixed_batch(8192)).item() == pytest.approx(math.log(5))
+    first = [task.train_batch(4).inputs for _ in range(3)]
+    again = MarkovChain(5, 2, 0.5, 9, seed=3)
+    assert all(torch.equal(a, again.train_batch(4).inputs) for a in first)
 
 
 def test_teacher_student_loss_is_invariant_under_the_student_group():
@@ -110,9 +143,8 @@ def test_a_float32_run_starts_from_the_float64_run_rounded():
     from attnid.training.loop import build
 
     for task in ("teacher_student", "recall"):
-        (task64, model64), (task32, model32) = (build(tiny(task=task, dtype=d)) for d in ("float64", "float32"))
-        for (name, p64), p32 in zip(model64.named_parameters(), model32.parameters()):
-            assert p32.dtype == torch.float32 and torch.equal(p32, p64.float()), name
+        (task64, _, theta64), (task32, _, theta32) = (build(tiny(task=task, dtype=d)) for d in ("float64", "float32"))
+        assert theta32.dtype == torch.float32 and torch.equal(theta32, theta64.float())
         b64, b32 = task64.train_batch(4), task32.train_batch(4)
         assert torch.equal(b32.inputs, b64.inputs.to(b32.inputs.dtype))
         assert b32.targets.dtype == b64.targets.dtype if task == "recall" else b32.targets.dtype == torch.float32
@@ -123,15 +155,16 @@ def test_a_float32_run_starts_from_the_float64_run_rounded():
 
 def test_metrics_have_the_contract_columns_and_shapes():
     metrics, summary = train(tiny(task="recall", algorithm="adam", lr=1e-2), progress=False)
-    assert list(metrics.columns) == list(METRIC_COLUMNS) == CONTRACT_METRICS[5:]
+    assert list(metrics.columns) == list(METRIC_COLUMNS) == CONTRACT_METRICS[6:]
     assert len(metrics) == 12 * 2 and set(metrics["layer"]) == {0, 1}
     assert metrics["eval_loss"].notna().sum() == 2 * 4  # steps 0, 5, 10 and the last
     assert metrics["eval_accuracy"].between(0, 1).sum() == 8
-    assert metrics[["loss", "update_norm", "overlap_all", "drift_query_key"]].notna().all().all()
+    assert metrics[["loss", "update_norm", "overlap_all", "drift_query_key", "overlap_gauge"]].notna().all().all()
     assert metrics["rebalance_function_change"].isna().all()
     spec = tiny().attention
-    assert metrics["chance_all"].iloc[0] == pytest.approx(math.sqrt(symmetry.subspace_dim(spec) / 4 / spec.d_model**2))
+    assert summary["chance_all"] == pytest.approx(math.sqrt(symmetry.subspace_dim(spec) / 4 / spec.d_model**2))
     assert summary["final_eval_accuracy"] >= 0 and summary["steps"] == 12
+    assert math.isfinite(summary["plateau_change"]) and summary["loss_floor"] == 0.0
 
 
 def test_plain_sgd_has_zero_overlap_and_momentum_adam_weight_decay_do_not():
@@ -188,11 +221,16 @@ def test_divergence_names_the_run_and_the_step():
         train(cfg, progress=False)
 
 
-def test_metrics_every_thins_the_measurements_only():
+def test_metrics_every_keeps_only_the_measured_steps_and_the_same_trajectory():
     every, _ = train(tiny(algorithm="adam", lr=0.01), progress=False)
-    thinned, _ = train(tiny(algorithm="adam", lr=0.01, metrics_every=5), progress=False)
-    assert thinned["overlap_all"].notna().sum() == 4  # steps 0, 5, 10, 11
-    pd.testing.assert_series_equal(every["loss"], thinned["loss"])  # same trajectory
+    thinned, _ = train(tiny(algorithm="adam", lr=0.01, metrics_every=5, eval_every=10), progress=False)
+    assert thinned["step"].tolist() == measured_steps(12, 5, 10) == [0, 5, 10, 11]
+    same = every.set_index("step").loc[thinned["step"]]
+    for column in ("overlap_all", "drift_query_key", "update_norm"):
+        np.testing.assert_allclose(thinned[column], same[column], rtol=1e-12)
+    # the training loss of a measured step is the mean over the steps since the previous one
+    window = every["loss"].groupby(pd.cut(every["step"], [-1, 0, 5, 10, 11])).mean().to_numpy()
+    np.testing.assert_allclose(thinned["loss"], window, rtol=1e-12)
 
 
 def test_bad_run_config_names_the_field():

@@ -23,39 +23,46 @@ import fig_loss
 import fig_overlap
 import fig_preconditioner
 import fig_rebalance_effect
+import fig_sources
 import fig_weight_decay
 from figtraining import band
 from figure_checks import assert_printable
 
 from attnid.training import analysis
 
-TASKS, OPTIMIZERS, MODES, HEADS, SEEDS = (
-    ["teacher_student", "recall"],
+SETTINGS, OPTIMIZERS, MODES, HEADS, SEEDS = (
+    [("teacher_student", "own"), ("recall", "own"), ("recall", "llama"), ("markov", "gpt2")],
     ["sgd", "adam", "adam_shared", "sgd_momentum"],
     ["none", "project", "balance"],
     [1, 2, 4],
     [0, 1, 2],
 )
+SOURCES = {"llama": ["attention", "mlp_hidden", "norm_gain", "residual_rotations"],
+           "gpt2": ["attention", "norm_gain", "norm_bias", "centring_readers", "centring_writers"]}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def summary():
     rows = []
-    for task, opt, mode, heads, seed in itertools.product(TASKS, OPTIMIZERS, MODES, HEADS, SEEDS):
+    for (task, model), opt, mode, heads, seed in itertools.product(SETTINGS, OPTIMIZERS, MODES, HEADS, SEEDS):
         overlap = 1e-16 if opt == "sgd" or mode == "project" else 0.3 / math.sqrt(heads) * (1 + 0.1 * seed)
-        rows.append({"task": task, "optimizer": opt, "rebalance": mode, "heads": heads, "seed": seed, "algorithm": opt, "lr": 0.1, "weight_decay": 0.0,
-                         "mean_overlap_all": overlap, "mean_overlap_gauge": 2 * overlap, "chance_all": math.sqrt(1 / (2 * heads)),
-                         "final_eval_loss": 0.1 * (1 + seed), "diverged": (task, opt, mode, heads, seed) == ("recall", "adam", "none", 4, 2)})  # fmt: skip
+        row = {"task": task, "model": model, "optimizer": opt, "rebalance": mode, "heads": heads, "seed": seed, "algorithm": opt, "lr": 0.1, "weight_decay": 0.0,
+               "mean_overlap_all": overlap, "mean_overlap_gauge": 2 * overlap, "chance_all": math.sqrt(1 / (2 * heads)),
+               "final_eval_loss": 0.1 * (1 + seed), "converged": seed < 2, "diverged": (task, model, opt, mode, heads, seed) == ("recall", "own", "adam", "none", 4, 2)}  # fmt: skip
+        if model != "own":
+            row["mean_overlap_model"] = 1.5 * overlap
+            row |= {f"mean_overlap_model_{s}": overlap / (1 + i) for i, s in enumerate(SOURCES[model])}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 @pytest.fixture(scope="module")
 def metrics():
     frames = []
-    for task, opt, mode, seed in itertools.product(TASKS, OPTIMIZERS, MODES, SEEDS):
+    for (task, model), opt, mode, seed in itertools.product(SETTINGS, OPTIMIZERS, MODES, SEEDS):
         steps = np.arange(0, 30)
         for layer in [0] if task == "teacher_student" else [0, 1]:
-            frames.append(pd.DataFrame({"task": task, "optimizer": opt, "rebalance": mode, "heads": 4, "seed": seed, "layer": layer, "step": steps,
+            frames.append(pd.DataFrame({"task": task, "model": model, "optimizer": opt, "rebalance": mode, "heads": 4, "seed": seed, "layer": layer, "step": steps,
                                             "loss": np.exp(-steps / 10) * (1 + seed), "eval_loss": np.where(steps % 10 == 0, 1.0 + seed, np.nan),
                                             "drift_query_key": 1e-3 * (steps + 1) * (1 + seed), "drift_value_output": 2e-3 * (steps + 1)}))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
@@ -69,7 +76,7 @@ def assert_no_empty_panel(fig):
 
 def test_overlap_figure_draws_every_task_with_the_chance_level(summary):
     fig = fig_overlap.plot(summary)
-    assert len(fig.axes) == 2
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == len(SETTINGS)
     assert_no_empty_panel(fig)
     chance = next(ln for ln in fig.axes[0].lines if "chance" in ln.get_label())
     assert np.allclose(chance.get_ydata(), np.sqrt(1 / (2 * np.array(HEADS))))
@@ -77,27 +84,27 @@ def test_overlap_figure_draws_every_task_with_the_chance_level(summary):
 
 
 def test_band_is_the_t_interval_over_seeds(metrics):
-    b = band(metrics[metrics["task"] == "teacher_student"], ["optimizer", "rebalance"], "loss")
+    b = band(metrics[metrics["task"] == "teacher_student"], ["optimizer", "rebalance"], "loss")  # one model
     row = b[(b["optimizer"] == "adam") & (b["rebalance"] == "none") & (b["step"] == 0)].iloc[0]
     assert (row["low"], row["high"]) == pytest.approx(analysis.t_interval([1.0, 2.0, 3.0]))
 
 
-@pytest.mark.parametrize("module", [fig_preconditioner, fig_gauge])
+@pytest.mark.parametrize("module", [fig_preconditioner, fig_gauge, fig_sources])
 def test_summary_figures_have_no_empty_panel(module, summary):
     assert_no_empty_panel(module.plot(summary))
 
 
 def test_curve_figures_have_no_empty_panel(metrics, summary):
     uneven = metrics[
-        ~((metrics["task"] == "recall") & (metrics["optimizer"] == "sgd_momentum"))
-    ]  # tasks train different optimizers
+        ~((metrics["task"] == "recall") & (metrics["model"] == "own") & (metrics["optimizer"] == "sgd_momentum"))
+    ]  # a task without one optimizer: its panel hidden, not drawn empty
     assert_no_empty_panel(fig_loss.plot(uneven, summary))
     assert_no_empty_panel(fig_conserved.plot(metrics, summary))
 
 
 def test_weight_decay_and_effect_figures(summary):
     steps = np.arange(20)
-    decay = pd.concat([pd.DataFrame({"task": "teacher_student", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s, "part": part, "step": steps,
+    decay = pd.concat([pd.DataFrame({"task": "teacher_student", "model": "own", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s, "part": part, "step": steps,
                                          "measured": 0.99 ** (2 * (steps + 1)) * (1 + 0.01 * s), "predicted": 0.99 ** (2 * (steps + 1))})
                        for s in SEEDS for part in ("query_key", "value_output")])  # fmt: skip
     lr = pd.DataFrame([{"seed": s, "lr": lr, "final_drift_query_key": lr**2 * (1 + s), "final_drift_value_output": 2 * lr**2, "diverged": False}
@@ -110,7 +117,7 @@ def test_weight_decay_and_effect_figures(summary):
 def test_overlap_figure_keeps_every_optimizer_visible(summary):
     """Each optimizer has its own marker and its points at one H sit apart from the others' (no marker hidden)."""
     fig = fig_overlap.plot(summary)
-    lines = [ln for ln in fig.axes[0].lines if "chance" not in ln.get_label() and len(ln.get_xdata())]
+    lines = [ln for ln in fig.axes[0].lines if "chance" not in ln.get_label() and len(ln.get_xdata())]  # teacher-student
     markers = [ln.get_marker() for ln in lines]
     assert len(set(markers)) == len(markers) == 3  # adam, adam_shared, sgd_momentum (plain SGD left out)
     xs = np.array([ln.get_xdata() for ln in lines])
@@ -131,10 +138,11 @@ def test_training_figures_print_at_their_width_with_readable_text(summary, metri
     assert_printable(fig_gauge.plot(summary), "gauge")
     assert_printable(fig_loss.plot(metrics, summary), "loss")
     assert_printable(fig_conserved.plot(metrics, summary), "conserved")
+    assert_printable(fig_sources.plot(summary), "sources")
     effects = analysis.paired_differences(summary.assign(steps_to_target=summary["seed"] * 1.0))
     assert_printable(fig_rebalance_effect.plot(effects), "rebalance_effect")
     steps = np.arange(20)
-    decay = pd.concat([pd.DataFrame({"task": "teacher_student", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s,
+    decay = pd.concat([pd.DataFrame({"task": "teacher_student", "model": "own", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s,
                                      "part": part, "step": steps, "measured": 0.99 ** (2 * steps), "predicted": 0.99 ** (2 * steps)})
                        for s in SEEDS for part in ("query_key", "value_output")])  # fmt: skip
     lr = pd.DataFrame([{"seed": s, "lr": lr, "final_drift_query_key": lr**2, "final_drift_value_output": 2 * lr**2, "diverged": False}

@@ -65,15 +65,24 @@ def semantic_errors(config: Mapping) -> list[str]:
         for i, mt in enumerate(coverage):
             if mt not in SUPPORTED_MODEL_TYPES:
                 errors.append(f"config hf.coverage[{i}]: {mt!r} is not a mapped model type (attnid coverage lists them)")
+    from .training.runs import attention_spec  # torch-free
+
     for i, task in enumerate((config.get("training") or {}).get("tasks", [])):
-        attention = task.get("attention") or {}
         for j, heads in enumerate(task.get("heads", [])):  # each trained layer must be a valid spec
             try:
-                AttentionSpec.from_config({**attention, "n_heads": heads})
-            except SpecError as err:
+                spec = attention_spec(task, heads)
+            except (SpecError, TypeError, KeyError) as err:
                 errors.append(
                     f"config training.tasks[{i}].heads[{j}] = {heads} with training.tasks[{i}].attention: {err}"
                 )
+                continue
+            if task.get("model") == "llama" and spec.d_head_qk % 2:
+                errors.append(f"config training.tasks[{i}].heads[{j}] = {heads}: Llama's RoPE rotates pairs of "
+                              f"dims, head size {spec.d_head_qk} is odd")  # fmt: skip
+    keys = [(t.get("task"), t.get("model", "own")) for t in (config.get("training") or {}).get("tasks", [])]
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            errors.append(f"config training.tasks[{i}]: a second entry for task {key[0]!r} with model {key[1]!r}")
     return errors
 
 

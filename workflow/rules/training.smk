@@ -1,6 +1,6 @@
-# Training sweeps with and without rebalancing: one job per (task, optimizer) trains every head
-# count, seed and rebalancing mode batched in one process; then one aggregation. Grids, steps,
-# seeds and optimizers come from config `training:` (attnid.training.runs).
+# Training sweeps with and without rebalancing: one job per (task, model, head count) trains every
+# optimizer, rebalancing mode and seed batched in one process; then one aggregation. Grids, steps,
+# seeds, models and optimizers come from config `training:` (attnid.training.runs).
 
 
 include: "training_common.smk"
@@ -13,12 +13,13 @@ rule train_job:
         metrics=f"{TRAIN_JOB}/metrics.parquet",
         summary=f"{TRAIN_JOB}/summary.parquet",
     log:
-        logfile("training/{task}/{optimizer}"),
+        logfile("training/{task}/{model}/h{heads}"),
     benchmark:
-        benchfile("training/{task}/{optimizer}")
+        benchfile("training/{task}/{model}/h{heads}")
     wildcard_constraints:
         task="[a-z_]+",
-        optimizer="[a-z_]+",
+        model="[a-z0-9_]+",
+        heads="[0-9]+",
     conda:
         CONDA_ENV
     threads: 1  # small batched models: torch uses exactly this many threads
@@ -63,6 +64,7 @@ rule training_aggregate:
         summary=f"{RESULTS}/training/summary.parquet",
         metrics=f"{RESULTS}/training/metrics.parquet",
         checks=report(f"{RESULTS}/training/checks.csv", category="Checks"),
+        convergence=report(f"{RESULTS}/training/convergence.csv", category="Checks"),
         tex=f"{RESULTS}/tables/training.tex",
         csv=report(f"{RESULTS}/tables/training.csv", category="Tables"),
         macros=f"{RESULTS}/macros/training.tex",
@@ -79,8 +81,10 @@ rule training_aggregate:
         CONDA_ENV
     params:
         checks=TRAINING["checks"],
+        converged=TRAINING["converged"],
         strict=TRAINING["strict"],
         target_fraction=TRAINING["target_fraction"],
+        dtype=TRAINING["dtype"],
     script:
         "../scripts/training_aggregate.py"
 
@@ -178,7 +182,27 @@ rule fig_rebalance_effect:
         "../scripts/fig_rebalance_effect.py"
 
 
+rule fig_sources:
+    input:
+        script_inputs("fig_sources.py"),
+        summary=rules.training_aggregate.output.summary,
+    output:
+        pdf=f"{RESULTS}/figures/sources.pdf",
+        png=report(
+            f"{RESULTS}/figures/sources.png",
+            caption="../report/sources.rst",
+            category="Training",
+        ),
+    log:
+        logfile("fig_sources"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/fig_sources.py"
+
+
 TARGETS["figures"] += [
+    *rules.fig_sources.output,
     *rules.fig_weight_decay.output,
     *rules.fig_preconditioner.output,
     *rules.fig_gauge.output,

@@ -3,21 +3,18 @@
 from attnid.training.runs import job_params, jobs
 
 TRAINING = config["training"]
-TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{optimizer}}"
+TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
 
 
 def train_job_params(wildcards):
     """The part of `training:` that defines this job (editing another job's settings reruns only that one)."""
-    return job_params(TRAINING, wildcards.task, wildcards.optimizer)
+    return job_params(TRAINING, wildcards.task, wildcards.model, int(wildcards.heads))
 
 
 def lr_study_params():
     """The part of `training:` that defines the learning-rate study."""
     study = TRAINING["lr_study"]
-    first = [s for s in TRAINING["tasks"] if s["task"] == study["task"]][0]
-    return job_params(TRAINING, study["task"], first["optimizers"][0]["name"]) | {
-        "lr_study": study
-    }
+    return job_params(TRAINING, study["task"]) | {"lr_study": study}
 
 
 def training_outputs(name):

@@ -19,6 +19,23 @@ rule table_training:
         "../scripts/table_training.py"
 
 
+rule table_training_results:
+    input:
+        script_inputs("table_training_results.py"),
+        summary=rules.training_aggregate.output.summary,
+    output:
+        results_tex=f"{RESULTS}/tables/training_results.tex",
+        results_csv=report(f"{RESULTS}/tables/training_results.csv", category="Tables"),
+        sources_tex=f"{RESULTS}/tables/training_sources.tex",
+        sources_csv=report(f"{RESULTS}/tables/training_sources.csv", category="Tables"),
+    log:
+        logfile("table_training_results"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/table_training_results.py"
+
+
 rule training_report_macros:
     input:
         script_inputs("training_report_macros.py"),
@@ -35,5 +52,5 @@ rule training_report_macros:
         "../scripts/training_report_macros.py"
 
 
-TARGETS["tables"] += [*rules.table_training.output]
+TARGETS["tables"] += [*rules.table_training.output, *rules.table_training_results.output]
 MACRO_FRAGMENTS.append(rules.training_report_macros.output[0])

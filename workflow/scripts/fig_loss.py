@@ -9,7 +9,7 @@ count of each task. Diverged runs are left out and counted in a footnote.
 import textwrap
 
 import pandas as pd
-from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable
+from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable, with_settings
 
 from attnid.report.seeds import at_largest_heads
 from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
@@ -18,6 +18,8 @@ KEYS = ["task", "optimizer", "rebalance", "heads", "seed", "step"]
 
 
 def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
+    metrics = with_settings(metrics)
+    summary = with_settings(summary)
     import matplotlib.pyplot as plt
 
     use_style()
@@ -30,7 +32,7 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
     width = max(len(o) for o in optimizers.values())
-    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.6 * len(tasks)),
+    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.25 * len(tasks)),
                              sharex="row", sharey="row", squeeze=False)  # fmt: skip
     train = band(per_run, ["task", "optimizer", "rebalance"], "loss", log=True)
     evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss", log=True)

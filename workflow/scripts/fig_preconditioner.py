@@ -1,11 +1,10 @@
 """Figure `preconditioner`: Adam against Adam with one second moment per symmetry block.
 
-Reads results/training/summary.parquet (no rebalancing). Columns of panels: the mean overlap of
-the updates with the unidentified subspace, and the final held-out loss; rows: tasks (one column of
-the paper); x: heads H; colour and marker: optimizer (Adam; Adam whose second
-moment is averaged over each query-key and each value-output block of a KV group, so that its update
-is a multiple of the gradient on each symmetry block; SGD with momentum for reference), drawn slightly
-apart at one H. 95% t-intervals over seeds.
+Reads results/training/summary.parquet (no rebalancing). Columns of panels: the tasks and models; rows: the
+mean overlap of the updates with the unidentified subspace, and the final held-out loss (converged runs);
+x: heads H; colour and marker: optimizer (Adam; Adam whose second moment is averaged over each query-key
+and each value-output block of a KV group, so that its update is a multiple of the gradient on each
+symmetry block; SGD with momentum for reference), drawn slightly apart at one H. 95% t-intervals over seeds.
 """
 
 import pandas as pd
@@ -19,41 +18,47 @@ from figtraining import (
     names,
     note_diverged,
     readable,
+    with_settings,
 )
 
-from attnid.report.style import COLUMN_WIDTH, MIN_FONT_PT, PALETTE, use_style
+from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
 
 SHOWN = ("adam", "adam_shared", "sgd_momentum")
+MEASURES = (("mean_overlap_all", r"mean overlap $\|P_T u\|/\|u\|$"), ("final_eval_loss", "final held-out loss"))
 
 
 def plot(summary: pd.DataFrame):
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    summary = with_settings(summary)
     use_style()
     runs = summary[(summary["rebalance"] == "none") & ~summary["diverged"] & summary["optimizer"].isin(SHOWN)]
     tasks = names(runs, "task", TASK_NAMES)
     shown = readable(runs)
     order = names(runs, "optimizer", OPTIMIZER_NAMES)
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(COLUMN_WIDTH, 1.0 + 1.55 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(FULL_WIDTH, 0.9 + 1.55 * 2), squeeze=False)
     style = {opt: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, opt in enumerate(order)}
-    measures = (("mean_overlap_all", r"mean overlap $\|P_T u\|/\|u\|$"), ("final_eval_loss", "final held-out loss"))
-    for i, task in enumerate(tasks):
+    for j, task in enumerate(tasks):
         cell = shown[shown["task"] == task]
         heads = sorted(cell["heads"].unique())
-        for j, (column, label) in enumerate(measures):
+        for i, (column, label) in enumerate(MEASURES):
             ax = axes[i, j]
-            present = [o for o in order if o in set(cell["optimizer"])]
+            data = cell if column != "final_eval_loss" or "converged" not in cell else cell[cell["converged"].astype(bool)]
+            present = [o for o in order if o in set(data["optimizer"])]
             for k, opt in enumerate(present):
-                stats = mean_ci(cell[cell["optimizer"] == opt], "heads", column)
+                stats = mean_ci(data[data["optimizer"] == opt], "heads", column)
                 draw_points(ax, stats, dodged(stats["heads"], k, len(present)), *style[opt], label=opt)
-            ax.set(xscale="log", yscale="log", xlabel="heads $H$" if i == len(tasks) - 1 else "", ylabel=label)
-            ax.set_title(task, fontsize=MIN_FONT_PT + 1)
+            ax.set(xscale="log", yscale="log", xlabel="heads $H$" if i == 1 else "")
+            if j == 0:
+                ax.set_ylabel(label)
+            if i == 0:
+                ax.set_title(task, fontsize=MIN_FONT_PT + 1)
             ax.set_xticks(heads, [str(h) for h in heads])
             ax.minorticks_off()
             ax.set_xlim(min(heads) / 1.4, max(heads) * 1.4)
     handles = [Line2D([], [], color=c, marker=m, ms=4, lw=1.0, label=o) for o, (c, m) in style.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3)
     note_diverged(fig, summary)
     return fig
 

@@ -1,15 +1,17 @@
 """Figure `rebalance_effect`: does rebalancing change optimisation? Paired differences across seeds.
 
-Reads results/training/rebalance_effects.parquet: for each task, optimizer, head count H and seed, the
-run with `project` (remove P_T u from every update) or `balance` (move to the balanced point every
-few steps) minus the same run without rebalancing. Left: log10 of the final held-out loss (below
-zero: rebalancing helped); right: steps to reach the target loss (a fraction of the initial loss;
-pairs where a run never reached it are left out). 95% t-intervals over the pairs (seeds x H);
-an interval that crosses zero means no detectable effect.
+Reads results/training/rebalance_effects.parquet: for each task, model, optimizer, head count H and seed, the
+run with `project` (remove P_T u from every update) or `balance` (move to the balanced point every few
+steps) minus the same run without rebalancing, both converged (attnid.training.sweep.converged). Rows:
+log10 of the final held-out loss (below zero: rebalancing helped) and the steps to reach the target loss;
+columns: the two modes; x: the task and model; colour: optimizer. 95% t-intervals over the pairs
+(seeds x H); an interval that crosses zero means no detectable effect (uncorrected; the paper's macros apply
+Holm's correction).
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, names, readable, slanted
+from figtraining import CI, OPTIMIZER_SHORT, PALETTE_ORDER, REBALANCE_NAMES, TASK_NAMES, names, readable, short
+from figtraining import slanted, with_settings
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
@@ -23,27 +25,30 @@ def plot(effects: pd.DataFrame):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    effects = with_settings(effects)
     use_style()
     tasks = names(effects, "task", TASK_NAMES)
-    shown = readable(effects)
-    order = names(effects, "optimizer", OPTIMIZER_NAMES)
-    modes = names(effects, "rebalance", REBALANCE_NAMES)
-    fig, axes = plt.subplots(
-        len(tasks), 2, figsize=(FULL_WIDTH, 0.7 + 1.9 * len(tasks)), squeeze=False, constrained_layout=True
-    )
-    for i, task in enumerate(tasks):
-        cell = shown[shown["task"] == task]
-        for j, (column, label) in enumerate(MEASURES.items()):
+    order = names(effects, "optimizer", OPTIMIZER_SHORT)
+    modes = [m for m in ("project", "balance") if m in set(effects["rebalance"])]
+    shown = readable(short(effects))
+    fig, axes = plt.subplots(len(MEASURES), len(modes), figsize=(FULL_WIDTH, 1.0 + 1.9 * len(MEASURES)),
+                             squeeze=False, sharey="row")  # fmt: skip
+    palette = [PALETTE[i % len(PALETTE)] for i in PALETTE_ORDER[: len(order)]]
+    for j, mode in enumerate(modes):
+        cell = shown[shown["rebalance"] == REBALANCE_NAMES.get(mode, mode)]
+        for i, (column, label) in enumerate(MEASURES.items()):
             ax = axes[i, j]
             ax.axhline(0, color="0.3", lw=0.8)
-            sns.pointplot(cell, x="optimizer", y=column, hue="rebalance", order=[o for o in order if o in set(cell["optimizer"])],
-                          hue_order=modes, palette=PALETTE[1 : 1 + len(modes)], errorbar=CI, dodge=0.4, linestyle="none",
-                          markersize=4, ax=ax, legend=(i, j) == (0, 0))  # fmt: skip
-            ax.set(xlabel="", ylabel=label, title=task)
+            sns.pointplot(cell, x="task", y=column, hue="optimizer", order=[t for t in tasks if t in set(cell["task"])],
+                          hue_order=order, palette=palette, errorbar=CI, dodge=0.6, linestyle="none", markersize=3,
+                          ax=ax, legend=(i, j) == (0, 0))  # fmt: skip
+            ax.set(xlabel="", ylabel=label if j == 0 else "")
+            if i == 0:
+                ax.set_title(f"{REBALANCE_NAMES.get(mode, mode)} $-$ no rebalancing")
             slanted(ax)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     axes[0, 0].get_legend().remove()
-    fig.legend(handles, [f"{lab} $-$ no rebalancing" for lab in labels], loc="outside lower center", ncol=len(labels))
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
     return fig
 
 

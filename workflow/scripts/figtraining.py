@@ -1,5 +1,9 @@
 """What the training figures share: the 95% interval over seeds, display names, the diverged-run note.
 
+Every figure shows each (task, model) apart: its first step is :func:`with_settings`, which writes the
+setting key (`recall/llama`, ...) into the `task` column, and TASK_NAMES here are the settings' display
+names (attnid.report.names.SETTING_NAMES).
+
 Imported by workflow/scripts/fig_*.py of the training study (Snakemake puts this folder on sys.path).
 Every interval is the t-interval of attnid.training.analysis (the macros quote the same), passed
 to seaborn as its `errorbar` callable.
@@ -8,13 +12,15 @@ to seaborn as its `errorbar` callable.
 import numpy as np
 import pandas as pd
 
-from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.report.names import OPTIMIZER_NAMES, OPTIMIZER_SHORT, REBALANCE_NAMES, ordered, with_settings
+from attnid.report.names import SETTING_NAMES as TASK_NAMES
 from attnid.report.style import MIN_FONT_PT
 from attnid.training.analysis import t_interval, t_quantile
 
 CI = t_interval  # seaborn errorbar: values -> (low, high), the 95% t-interval of the mean over seeds
 CI_TEXT = "mean and 95% interval over seeds"
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]  # one per optimizer, so coinciding points stay visible
+PALETTE_ORDER = [0, 1, 2, 3, 4, 5, 6, 7]  # the palette's colours in the order the optimizers take them
 DODGE = 1.07  # factor between neighbouring optimizers' x on a log axis (points at one H drawn apart)
 
 
@@ -70,6 +76,28 @@ def draw_band(ax, b, color, x: str = "step", **style) -> None:
     ax.fill_between(b[x], b["low"], b["high"], color=color, alpha=0.2, lw=0)
 
 
+def panel_grid(n: int, width: float, row_height: float, ncols: int = 3, extra: float = 0.6, **kwargs):
+    """(fig, axes): n panels in rows of at most `ncols`, the unused places empty; axes a flat list of the n."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    ncols = min(ncols, n)
+    nrows = math.ceil(n / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(width, extra + row_height * nrows), squeeze=False, **kwargs)
+    axes = list(grid.flat)
+    for ax in axes[n:]:
+        fig.delaxes(ax)
+    return fig, axes[:n]
+
+
+def short(df, column: str = "optimizer"):
+    """A copy with the short display names of the optimizers (narrow category axes)."""
+    out = df.copy()
+    out[column] = out[column].map(lambda v: OPTIMIZER_SHORT.get(v, OPTIMIZER_NAMES.get(v, v)))
+    return out
+
+
 def slanted(ax) -> None:
     """x tick labels (optimizer names) at 30 degrees, anchored at their right end."""
     ax.tick_params(axis="x", labelrotation=30)
@@ -99,5 +127,10 @@ __all__ = [
     "mean_ci",
     "names",
     "note_diverged",
+    "OPTIMIZER_SHORT",
+    "PALETTE_ORDER",
+    "panel_grid",
     "readable",
+    "short",
+    "with_settings",
 ]

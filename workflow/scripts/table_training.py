@@ -1,18 +1,19 @@
-r"""results/tables/training_summary.{tex,csv}: the training study per task and optimizer, in display names.
+r"""results/tables/training_summary.{tex,csv}: the training study per task, model and optimizer, in display names.
 
-Reads results/training/summary.parquet (one row per run; diverged runs left out). One row per task
-and optimizer, means over head counts and seeds: the mean overlap ||P_T u|| / ||u|| of the updates
-without rebalancing and with `balance`, the gauge-invariant overlap (at the balanced point) without
-and with `balance`, and the final training loss under each rebalancing mode. Plain SGD's Euclidean
-overlap is float rounding; it is printed as it was measured.
+Reads results/training/summary.parquet (one row per run; diverged runs left out). One row per setting (a
+task and the model that learns it) and optimizer, means over head counts and seeds: the mean overlap
+||P_T u|| / ||u|| of the updates without rebalancing and with `balance`, the gauge-invariant overlap (at the
+balanced point) without and with `balance`, and the final held-out loss under each rebalancing mode, over
+the converged runs only (attnid.training.sweep.converged). Plain SGD's Euclidean overlap is float rounding;
+it is printed as it was measured.
 """
 
 import pandas as pd
 
 from attnid.report.latex import escape, number
-from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered
+from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, SETTING_NAMES, ordered, with_settings
 
-TASK_ORDER = ["teacher_student", "recall"]
+TASK_ORDER = list(SETTING_NAMES)
 MODE_HEADS = {"none": "none", "project": "project", "balance": "balance"}  # under "final training loss"
 
 
@@ -23,9 +24,11 @@ def cell(x) -> str:
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     """The table as numbers (columns task, optimizer, overlap_<mode>, gauge_<mode>, loss_<mode>), raw ids kept."""
-    runs = summary[~summary["diverged"]]
-    cell = runs.groupby(["task", "optimizer", "rebalance"])[["mean_overlap_all", "mean_overlap_gauge", "final_loss"]]
+    runs = with_settings(summary[~summary["diverged"]])
+    cell = runs.groupby(["task", "optimizer", "rebalance"])[["mean_overlap_all", "mean_overlap_gauge"]]
     means = cell.mean().unstack("rebalance")
+    done = runs[runs["converged"].astype(bool)] if "converged" in runs else runs
+    losses = done.groupby(["task", "optimizer", "rebalance"])["final_eval_loss"].mean().unstack("rebalance")
     rows = []
     for task in ordered(runs["task"], TASK_ORDER):
         for opt in ordered(runs.loc[runs["task"] == task, "optimizer"], list(OPTIMIZER_NAMES)):
@@ -35,7 +38,7 @@ def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
                 row[f"overlap_{mode}"] = m.get(("mean_overlap_all", mode))
                 row[f"gauge_{mode}"] = m.get(("mean_overlap_gauge", mode))
             for mode in ordered(runs["rebalance"], list(REBALANCE_NAMES)):
-                row[f"loss_{mode}"] = m.get(("final_loss", mode))
+                row[f"loss_{mode}"] = losses.loc[(task, opt)].get(mode) if (task, opt) in losses.index else float("nan")
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -49,14 +52,14 @@ def latex(table: pd.DataFrame) -> str:
         rf"\begin{{tabular}}{{ll{'r' * len(cols)}}}",
         r"\toprule",
         r" & & \multicolumn{2}{c}{overlap} & \multicolumn{2}{c}{gauge-invariant overlap}"
-        + rf" & \multicolumn{{{len(modes)}}}{{c}}{{final training loss}} \\",
+        + rf" & \multicolumn{{{len(modes)}}}{{c}}{{final held-out loss (converged runs)}} \\",
         rf"\cmidrule(lr){{3-4}}\cmidrule(lr){{5-6}}\cmidrule(lr){{7-{6 + len(modes)}}}",
         "task & optimizer & " + " & ".join(heads) + r" \\",
     ]
     for task, rows in table.groupby("task", sort=False):
         lines.append(r"\midrule")
         for i, row in enumerate(rows.itertuples(index=False)):
-            name = escape(TASK_NAMES.get(task, task)) if i == 0 else ""
+            name = escape(SETTING_NAMES.get(task, task)) if i == 0 else ""
             cells = [cell(getattr(row, c)) for c in cols]
             lines.append(" & ".join([name, escape(OPTIMIZER_NAMES.get(row.optimizer, row.optimizer)), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", ""]

@@ -1,4 +1,4 @@
-"""One training job: every run of one (task, optimizer), batched -> metrics.parquet, summary.parquet.
+"""One training job: every run of one (task, model, head count), batched -> metrics.parquet, summary.parquet.
 
 Glue only (the job is attnid.training.job.train_job): the progress bars go to the rule's log; each
 output is written atomically. A run that diverged is kept in the summary (`diverged`), not fatal.
@@ -13,10 +13,14 @@ from attnid.training.job import train_job
 
 log_to(snakemake.log[0])  # progress bars (tqdm, stderr) and prints go to the rule's log
 torch.set_num_threads(snakemake.threads)
-metrics, summary = train_job(snakemake.params.training, snakemake.params.device, **snakemake.wildcards)
+wildcards = snakemake.wildcards
+metrics, summary = train_job(
+    snakemake.params.training, snakemake.params.device, wildcards.task, wildcards.model, int(wildcards.heads)
+)
 for row in summary[summary["diverged"]].itertuples():
     print(
-        f"run {row.task}/{row.optimizer}/{row.rebalance}/h{row.heads}/s{row.seed} diverged at step {row.diverged_step}",
+        f"run {row.task}/{row.model}/{row.optimizer}/{row.rebalance}/h{row.heads}/s{row.seed} diverged at step "
+        f"{row.diverged_step}",
         file=sys.stderr,
     )
 atomic_write_parquet(snakemake.output.metrics, metrics)

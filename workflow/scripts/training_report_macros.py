@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from attnid.report.latex import number
-from attnid.report.names import OPTIMIZER_NAMES, TASK_NAMES
+from attnid.report.names import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
 from attnid.report.significance import holm, t_test_pvalue
 from attnid.report.study import interval_text
 from attnid.training.analysis import estimate
@@ -27,7 +27,9 @@ MEASURES = {"log_eval_loss": "Loss", "steps_to_target": "Time"}
 
 
 def effect_tests(effects: pd.DataFrame) -> pd.DataFrame:
-    """Per measure and (task, optimizer, mode) cell: n, mean, interval, p and the Holm decision within the measure."""
+    """Per measure and (task and model, optimizer, mode) cell: n, mean, interval, p and the Holm decision within
+    the measure."""
+    effects = with_settings(effects)
     rows = []
     for measure in MEASURES:
         for (task, opt, mode), g in effects.groupby(["task", "optimizer", "rebalance"], sort=False):
@@ -57,13 +59,16 @@ def values(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) ->
         kept = tests[(tests["measure"] == measure) & tests["holm"]]
         out[f"EffectHolmSignificant{name}"] = number(len(kept))
         out[f"EffectHolmList{name}"] = "; ".join(
-            f"{TASK_NAMES.get(r.task, r.task)}, {OPTIMIZER_NAMES.get(r.optimizer, r.optimizer)}, {r.rebalance}: "
+            f"{SETTING_NAMES.get(r.task, r.task)}, {OPTIMIZER_NAMES.get(r.optimizer, r.optimizer)}, {r.rebalance}: "
             + interval_text({"mean": r.mean, "low": r.low, "high": r.high})
             for r in kept.itertuples()
         ) or "none"
     runs = summary[~summary["diverged"] & (summary["task"] == "teacher_student") & (summary["optimizer"] == "sgd")]
     for mode, name in (("none", "None"), ("balance", "Balance")):
         out[f"GaugeOverlapSgd{name}"] = number(runs.loc[runs["rebalance"] == mode, "mean_overlap_gauge"].mean())
+    paired = runs.pivot_table(index=["heads", "seed"], columns="rebalance", values="mean_overlap_gauge")
+    diff = paired["balance"] - paired["none"] if {"none", "balance"} <= set(paired.columns) else pd.Series(dtype=float)
+    out["GaugeOverlapSgdDiff"] = interval_text(estimate(diff.dropna()))
     vo = decay[decay["part"] == "value_output"]
     ratio = vo.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
     out["WeightDecayMeasuredValueOutput"] = number(vo.loc[vo["step"] == vo["step"].max(), "measured"].mean(), digits=4)
@@ -71,6 +76,7 @@ def values(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) ->
     out["WeightDecayDepartureStep"] = number(departure_step(decay[decay["part"] == "query_key"]), missing="never")
     out["WeightDecayTolerance"] = number(100 * TOLERANCE, ".0f")
     arm = summary[(summary["algorithm"] == "sgd") & (summary["weight_decay"] > 0) & (summary["rebalance"] == "none")]
+    arm = arm[arm["task"] == "teacher_student"]
     out["WeightDecayLearningRate"] = number(arm["lr"].iloc[0]) if len(arm) else "n/a"
     out["WeightDecayLambda"] = number(arm["weight_decay"].iloc[0]) if len(arm) else "n/a"
     return out

@@ -17,12 +17,62 @@ OPTIMIZER_NAMES = {
     "adam_shared": "Adam (shared second moment)",
     "adamw": "AdamW",
 }
+# the same, short enough for a category axis of a narrow panel
+OPTIMIZER_SHORT = {
+    "sgd": "SGD",
+    "sgd_wd": "SGD+wd",
+    "sgd_momentum": "momentum",
+    "adam": "Adam",
+    "adam_shared": "Adam (shared)",
+    "adamw": "AdamW",
+}
+# the sources of the whole-model orbit (attnid.gauge's generator groups, by count_model's breakdown keys)
+SOURCE_NAMES = {
+    "layers": "attention layers alone",
+    "all": "whole model",
+    "attention": "attention",
+    "mlp_hidden": "MLP units",
+    "norm_gain": "norm gains",
+    "norm_bias": "norm biases",
+    "residual_rotations": "residual stream",
+    "centring_readers": "centring (readers)",
+    "centring_writers": "centring (writers)",
+    "embeddings": "embeddings",
+}
 REBALANCE_NAMES = {"none": "no rebalancing", "project": "project out", "balance": "balance"}
 TASK_NAMES = {
     "teacher_student": "teacher-student",
     "teacher-student": "teacher-student",
     "recall": "associative recall",
+    "markov": "Markov chain",
 }
+MODEL_NAMES = {"own": "attnid", "llama": "Llama", "gpt2": "GPT-2"}  # the model that learns a task
+# A task learned by a model, as one key `task` or `task/model` (this project's own model: the task alone),
+# in the order the figures and tables show them.
+SETTING_NAMES = {
+    "teacher_student": "teacher-student",
+    "recall": "recall",
+    "recall/llama": "recall, Llama",
+    "recall/gpt2": "recall, GPT-2",
+    "markov": "Markov chain",
+    "markov/llama": "Markov, Llama",
+    "markov/gpt2": "Markov, GPT-2",
+}
+
+
+def setting(task: str, model: str) -> str:
+    """The key of a (task, model): the task for this project's own model, else 'task/model'."""
+    return task if model in ("own", "", None) else f"{task}/{model}"
+
+
+def with_settings(df):
+    """A copy whose `task` column holds the setting key (attnid.report.names.setting) of each row's task and
+    model, so figures and tables that group by task show every (task, model) apart."""
+    if "model" not in df:
+        return df
+    out = df.copy()
+    out["task"] = [setting(t, m) for t, m in zip(out["task"], out["model"])]
+    return out
 
 
 def ordered(values, order) -> list:

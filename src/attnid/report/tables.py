@@ -103,7 +103,7 @@ def symmetry_table(summary: pd.DataFrame) -> pd.DataFrame:
 def training_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """The training sweep's overlap table (attnid.training.sweep.overlap_table) with readable headers;
     overlaps and losses in scientific notation, the chance level with three decimals."""
-    names = {"task": "task", "optimizer": "optimizer", "heads": "$H$", "overlap_none": "overlap",
+    names = {"task": "task", "model": "model", "optimizer": "optimizer", "heads": "$H$", "overlap_none": "overlap",
              "overlap_project": "overlap (project)", "overlap_balance": "overlap (balance)", "chance": "chance",
              "final_eval_loss": "eval loss"}  # fmt: skip
     formats = {names[c]: ".1e" for c in table.columns if c.startswith("overlap") or c == "final_eval_loss"}

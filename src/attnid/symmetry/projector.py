@@ -159,45 +159,48 @@ class _ValueBias:
 
     Phi(dW, db_V, db_O) = [db_O] + sum_g db_V^g S_g + sum_g b_V^g dS_g, S_g = sum_{h in g} W_O^h (v, d);
     P_T = P_K - P_K Phi^T (Phi P_K Phi^T)^+ Phi P_K. Everything but one d x d solve is done on the
-    generators M (v x v per group), so the weights are touched once more only (in `expand`).
+    generators M (v x v per group), so the weights are touched once more only (in `expand`). Points may be
+    stacked (leading dims of W_O and b_V, as the kernels'): one d x d system per point.
     """
 
     def __init__(self, spec: AttentionSpec, kernel: ProductKernel, W_O: torch.Tensor, b_V: torch.Tensor):
         G, r, v, d = spec.G, spec.group_size, spec.d_head_v, spec.d
         self.spec, self.kernel, self.has_o = spec, kernel, spec.has_bias("o")
         t = {k: kernel.tensors[k].to(COMPUTE_DTYPE) for k in ("U", "V", "inv_den")}
-        S = W_O.reshape(G, r, v, d).sum(1)  # (G, v, d)
-        ub = (t["U"].mT @ b_V[..., None])[..., 0]  # (G, v): U^T b_g
-        null_b = (t["U"] @ (ub * (1 - kernel.ma))[..., None])[..., 0]  # (G, v): (I - Pi_A) b_g
+        lead = W_O.shape[:-3]
+        S = W_O.reshape(*lead, G, r, v, d).sum(-3)  # (..., G, v, d)
+        ub = (t["U"].mT @ b_V[..., None])[..., 0]  # (..., G, v): U^T b_g
+        null_b = (t["U"] @ (ub * (1 - kernel.ma))[..., None])[..., 0]  # (..., G, v): (I - Pi_A) b_g
         self.tensors = {"S": S, "b": b_V, "ub": ub, "null_b": null_b}
         self._cast = {S.dtype: self.tensors}
         self._solve = self._factor(self.gram())
 
     def gram(self) -> torch.Tensor:
-        """Phi P_K Phi^T (d, d) in closed form.
+        """Phi P_K Phi^T (..., d, d) in closed form.
 
         = [I] + sum_g F_g^T diag(1 + w_g) F_g + r ||(I - Pi_A) b_g||^2 I, F_g = V_g^T S_g (v, d),
         w_j = sum_i (U^T b_g)_i^2 / den_ij: Phi^T y puts dW_O^h = b_g y^T, whose kernel generator is
         M = -U [((U^T b_g)(V^T S_g y)^T) / den] V^T (see `correct`).
         """
         t, s = {k: self.kernel.tensors[k].to(COMPUTE_DTYPE) for k in ("U", "V", "inv_den")}, self.tensors
-        w = (s["ub"][..., :, None] ** 2 * t["inv_den"]).sum(-2)  # (G, v)
-        F = t["V"].mT @ s["S"]  # (G, v, d)
-        gram = torch.einsum("gjd,gje->de", F * (1 + w)[..., None].sqrt(), F * (1 + w)[..., None].sqrt())
-        shift = self.spec.group_size * (s["null_b"] ** 2).sum() + (1.0 if self.has_o else 0.0)
-        return gram + shift * torch.eye(self.spec.d, dtype=gram.dtype, device=gram.device)
+        w = (s["ub"][..., :, None] ** 2 * t["inv_den"]).sum(-2)  # (..., G, v)
+        F = (t["V"].mT @ s["S"]) * (1 + w)[..., None].sqrt()  # (..., G, v, d)
+        gram = (F.mT @ F).sum(-3)  # (..., d, d)
+        shift = self.spec.group_size * (s["null_b"] ** 2).sum((-2, -1)) + (1.0 if self.has_o else 0.0)  # (...,)
+        return gram + shift[..., None, None] * torch.eye(self.spec.d, dtype=gram.dtype, device=gram.device)
 
     @staticmethod
     def _factor(gram: torch.Tensor):
-        """y -> gram^+ y: Cholesky when positive definite (with b_O always), else an eigendecomposition."""
+        """y (..., d) -> gram^+ y: Cholesky when every system is positive definite (with b_O always), else
+        an eigendecomposition."""
         with serial():
             L, info = torch.linalg.cholesky_ex(gram)
-        if info.item() == 0:
-            return lambda y: torch.cholesky_solve(y.reshape(-1, y.shape[-1]).mT, L).mT.reshape(y.shape)
+        if not bool((info != 0).any()):
+            return lambda y: torch.cholesky_solve(y[..., None], L)[..., 0]
         with serial():
             e, X = torch.linalg.eigh(gram)
-        pinv = (X * torch.where(nonzero(e, gram.shape[-1]), safe_inverse(e), 0)) @ X.mT
-        return lambda y: y @ pinv
+        pinv = (X * torch.where(nonzero(e, gram.shape[-1]), safe_inverse(e), 0)[..., None, :]) @ X.mT
+        return lambda y: (pinv @ y[..., None])[..., 0]
 
     def correct(self, M: torch.Tensor, dO: torch.Tensor, db_V: torch.Tensor, db_O: torch.Tensor | None):
         """Given the kernel generator M (..., G, v, v) of the input and its (dO (..., G, v, r d), db_V, db_O), return
@@ -206,12 +209,13 @@ class _ValueBias:
         r, d = spec.group_size, spec.d
         dS = dO.unflatten(-1, (r, d)).sum(-2)  # (..., G, v, d): sum_h dW_O^h
         # Phi(P_K x): the output's dS_g = -M S_g + (I - Pi_A) dS_g
-        phi = torch.einsum("...gv,gvd->...d", db_V - torch.einsum("gv,...gvw->...gw", s["b"], M), s["S"])
-        phi = phi + torch.einsum("gv,...gvd->...d", s["null_b"], dS)
+        bM = (s["b"][..., None, :] @ M)[..., 0, :]  # (..., G, v): b_g^T M_g
+        phi = ((db_V - bM)[..., None, :] @ s["S"]).sum(-3)[..., 0, :]  # (..., d)
+        phi = phi + (s["null_b"][..., None, :] @ dS).sum(-3)[..., 0, :]
         if db_O is not None:
             phi = phi + db_O
         lam = self._solve(phi.to(COMPUTE_DTYPE)).to(M.dtype)  # (..., d)
-        z = torch.einsum("gvd,...d->...gv", s["S"], lam)  # (..., G, v): S_g lam
+        z = (s["S"] @ lam[..., None, :, None])[..., 0]  # (..., G, v): S_g lam
         R = -(s["ub"][..., :, None] * (z[..., None, :] @ t["V"]))  # (..., G, v, v): -(U^T b)(V^T z)^T
         M = M - t["U"] @ (R * t["inv_den"]) @ t["V"].mT  # M(x) - M(Phi^T lam)
         return M, db_V - z, (db_O - lam if db_O is not None else None), lam
@@ -280,7 +284,7 @@ class Projector:
             null_A = self.vo.at(M.dtype)["null_A"]
             if null_A is not None:  # the invisible part of Phi^T lam: dW_O^h = b_g lam^T
                 b = self.value_bias.at(M.dtype)["b"]
-                corr = torch.einsum("gv,...d->...gvd", b, lam)[..., None, :]  # (..., G, v, 1, d)
+                corr = (b[..., None] * lam[..., None, None, :])[..., None, :]  # (..., G, v, 1, d)
                 dO = dO - corr.expand(*corr.shape[:-2], spec.group_size, spec.d).flatten(-2)
             outV, outO = self.vo.expand(M, dV, dO)
         out = {"W_V": outV, "W_O": o_unstack_t(spec, outO)}

@@ -6,7 +6,7 @@ Every estimate is a mean over seeds (or over paired runs) with a 95% t-interval,
 mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the same interval).
 
 1. Overlap against H: per seed, the least-squares slope of log overlap against log H (rebalance
-   none); the chance level sqrt(dim T / P) = sqrt(1 / (2H)) for MHA has slope -1/2.
+   none), per task and model; the chance level sqrt(dim T / P) = sqrt(1 / (2H)) for MHA has slope -1/2.
 2. Weight decay, exactly. With u = -eta (g + lambda theta) and a loss invariant under the group, the
    conserved quantity I = Q^T Q - K^T K (and V^T V - O^T O) obeys
        I(theta') = (1 - eta lambda)^2 I(theta) + eta^2 (G_Q^T G_Q - G_K^T G_K),
@@ -17,8 +17,10 @@ mean +- t_{0.975, n-1} s / sqrt(n) (:func:`t_interval`; the figures draw the sam
 3. Preconditioners: Adam against adam_shared (one second moment per symmetry block), overlap and
    held-out loss side by side, paired by (H, seed).
 4. Gauge: the Euclidean overlap next to the overlap at the balanced point of each iterate.
-5. Rebalancing and optimisation: paired differences (mode - none, same task, optimizer, H and seed)
-   of log10 final held-out loss and of the steps to a target loss (:func:`steps_to_target`).
+5. Rebalancing and optimisation: paired differences (mode - none, same task, model, optimizer, H and seed)
+   of log10 final held-out loss and of the steps to a target loss (:func:`steps_to_target`), on pairs
+   whose two runs both converged (attnid.training.sweep.converged): a difference in final loss is then a
+   difference in where training ends, not in when a transition happens.
 """
 
 from __future__ import annotations
@@ -62,16 +64,29 @@ def ok(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 # 1 -------------------------------------------------------------------------------------------
-def heads_slopes(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per task, optimizer and seed (rebalance none): slope of log mean overlap against log H."""
+def heads_slopes(summary: pd.DataFrame, column: str = "mean_overlap_all") -> pd.DataFrame:
+    """Per task, model, optimizer and seed (rebalance none): slope of log `column` against log H; also the slope
+    of the chance level (the same for every seed), `chance_slope`."""
     free = ok(summary)
-    free = free[(free["rebalance"] == "none") & (free["mean_overlap_all"] > 0)]
+    free = free[(free["rebalance"] == "none") & (free[column] > 0)]
     rows = []
-    for (task, opt, seed), g in free.groupby(["task", "optimizer", "seed"]):
+    for (task, model, opt, seed), g in free.groupby(["task", "model", "optimizer", "seed"]):
         if g["heads"].nunique() >= 2:
-            slope = np.polyfit(np.log(g["heads"]), np.log(g["mean_overlap_all"]), 1)[0]
-            rows.append({"task": task, "optimizer": opt, "seed": seed, "slope": slope})
-    return pd.DataFrame(rows, columns=["task", "optimizer", "seed", "slope"])
+            x = np.log(g["heads"])
+            slope = np.polyfit(x, np.log(g[column]), 1)[0]
+            chance = np.polyfit(x, np.log(g["chance_all"]), 1)[0]
+            rows.append({"task": task, "model": model, "optimizer": opt, "seed": seed, "slope": slope,
+                         "chance_slope": chance})  # fmt: skip
+    return pd.DataFrame(rows, columns=["task", "model", "optimizer", "seed", "slope", "chance_slope"])
+
+
+def chance_ratio(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per task, model, optimizer, H and seed (rebalance none): mean overlap / chance level."""
+    free = ok(summary)
+    free = free[free["rebalance"] == "none"]
+    return free.assign(ratio=free["mean_overlap_all"] / free["chance_all"])[
+        ["task", "model", "optimizer", "heads", "seed", "ratio"]
+    ]
 
 
 # 2 -------------------------------------------------------------------------------------------
@@ -80,9 +95,10 @@ def weight_decay_decay(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataF
     with weight decay under plain SGD and no rebalancing; columns keys, part, step, measured, predicted."""
     runs = ok(summary)
     runs = runs[(runs["algorithm"] == "sgd") & (runs["weight_decay"] > 0) & (runs["rebalance"] == "none")]
-    keys = ["task", "optimizer", "rebalance", "heads", "seed"]
+    runs = runs[(runs["task"] == "teacher_student")]
+    keys = ["task", "model", "optimizer", "rebalance", "heads", "seed"]
     m = metrics.merge(
-        runs[[*keys, "weight_decay", "initial_imbalance_query_key", "initial_imbalance_value_output"]], on=keys
+        runs[[*keys, "lr", "weight_decay", "initial_imbalance_query_key", "initial_imbalance_value_output"]], on=keys
     )
     out = []
     for part in ("query_key", "value_output"):
@@ -112,33 +128,45 @@ def lr_slopes(lr_summary: pd.DataFrame) -> pd.DataFrame:
 
 
 # 5 -------------------------------------------------------------------------------------------
-def steps_to_target(metrics: pd.DataFrame, fraction: float) -> pd.DataFrame:
-    """Per run: the first step whose running-mean training loss (SMOOTH steps) is at most
-    L_best + fraction (L_0 - L_best), L_0 the run's first window and L_best the lowest final running
-    mean among the runs of its (task, optimizer, H) cell: the time to cover 1 - fraction of the loss
-    reduction that the cell achieves at all. NaN when the run never gets there."""
-    keys = ["task", "optimizer", "rebalance", "heads", "seed"]
+def steps_to_target(metrics: pd.DataFrame, fraction: float, converged: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run: the first measured step whose running-mean training loss (the window means of the measured
+    steps, attnid.training.metrics, over at least SMOOTH steps) is at most L_best + fraction (L_0 - L_best),
+    L_0 the run's first such mean and L_best the lowest final one among the converged runs of its (task,
+    model, optimizer, H) cell: the time to cover 1 - fraction of the loss reduction that the cell achieves.
+    NaN when the run never gets there, and for runs that did not converge (`converged`: RUN_KEYS + a boolean
+    `converged` column; None = every run)."""
+    keys = ["task", "model", "optimizer", "rebalance", "heads", "seed"]
     loss = metrics.groupby([*keys, "step"], as_index=False)["loss"].mean()  # one number per run and step
+    gap = loss.groupby(keys, sort=False)["step"].diff().median()
+    window = max(1, math.ceil(SMOOTH / gap)) if math.isfinite(gap) and gap > 0 else SMOOTH
     loss["smooth"] = loss.groupby(keys, sort=False)["loss"].transform(
-        lambda x: x.rolling(SMOOTH, min_periods=SMOOTH).mean()
+        lambda x: x.rolling(window, min_periods=window).mean()
     )
     runs = loss.groupby(keys, sort=False)["smooth"].agg(
         first=lambda x: x.dropna().iloc[0] if x.notna().any() else math.nan, last="last"
     )
-    best = runs.groupby(["task", "optimizer", "heads"])["last"].transform("min")
+    if converged is not None:
+        runs = runs.join(converged.set_index(keys)["converged"])
+    else:
+        runs["converged"] = True
+    best = runs["last"].where(runs["converged"]).groupby(["task", "model", "optimizer", "heads"]).transform("min")
     runs["target"] = best + fraction * (runs["first"] - best)
     loss = loss.join(runs["target"], on=keys)
     hit = loss[loss["smooth"] <= loss["target"]].groupby(keys)["step"].min()
     out = runs.join(hit.rename("steps_to_target").astype(float)).reset_index()
+    out.loc[~out["converged"].astype(bool), "steps_to_target"] = math.nan
     return out[[*keys, "steps_to_target"]]
 
 
 def paired_differences(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per (task, optimizer, heads, seed) and mode in {project, balance}: the run's value minus the run
-    without rebalancing, for log10 final held-out loss and steps to target."""
+    """Per (task, model, optimizer, heads, seed) and mode in {project, balance}: the run's value minus the run
+    without rebalancing, for log10 final held-out loss and steps to target; converged runs only (a pair with
+    a run that did not converge is left out), when the summary says which (`converged`)."""
     runs = ok(summary).copy()
+    if "converged" in runs:
+        runs = runs[runs["converged"].astype(bool)]
     runs["log_eval_loss"] = np.log10(runs["final_eval_loss"])
-    pair = ["task", "optimizer", "heads", "seed"]
+    pair = ["task", "model", "optimizer", "heads", "seed"]
     base = runs[runs["rebalance"] == "none"].set_index(pair)[["log_eval_loss", "steps_to_target"]]
     out = []
     for mode in ("project", "balance"):
@@ -153,11 +181,10 @@ def paired_differences(summary: pd.DataFrame) -> pd.DataFrame:
 def effect_table(diffs: pd.DataFrame) -> pd.DataFrame:
     """Mean paired difference with 95% interval per task, optimizer, mode and measure; `excludes_zero`."""
     rows = []
-    for (task, opt, mode), g in diffs.groupby(["task", "optimizer", "rebalance"], sort=False):
+    for (task, model, opt, mode), g in diffs.groupby(["task", "model", "optimizer", "rebalance"], sort=False):
         for measure in ("log_eval_loss", "steps_to_target"):
             e = estimate(g[measure])
             excludes = e["n"] >= 2 and (e["low"] > 0 or e["high"] < 0)
-            rows.append(
-                {"task": task, "optimizer": opt, "rebalance": mode, "measure": measure, **e, "excludes_zero": excludes}
-            )
+            rows.append({"task": task, "model": model, "optimizer": opt, "rebalance": mode, "measure": measure, **e,
+                         "excludes_zero": excludes})  # fmt: skip
     return pd.DataFrame(rows)

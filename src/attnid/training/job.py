@@ -1,18 +1,16 @@
-"""One Snakemake job of the sweep: every run of one (task, optimizer), trained batched.
+"""One Snakemake job of the sweep: every run of one (task, model, head count), trained batched.
 
-A job's runs (attnid.training.runs.runs: rebalancing modes x head counts x seeds) are grouped by
-head count, the one thing that changes the shapes, and each group trains as one batched model
-(attnid.training.batched). The learning-rate study is one more job of the same kind: one task, one
-head count, plain SGD at several learning rates, every (learning rate, seed) a run of one batch.
+A job's runs (attnid.training.runs.runs: optimizers x rebalancing modes x seeds) share their shapes, so
+they train as one batched model (attnid.training.batched), whatever their update rule. The learning-rate
+study is one more job of the same kind: one task, one head count, plain SGD at several learning rates,
+every (learning rate, seed) a run of one batch.
 
-Outputs are long tables with the run's identity as leading columns: metrics (one row per run,
-step and attention layer) and summary (one row per run, attnid.training.sweep.SUMMARY_COLUMNS).
-A run whose loss stopped being finite is kept, with `diverged = True` and the step.
+Outputs are long tables with the run's identity as leading columns: metrics (one row per run, measured
+step and attention layer) and summary (one row per run, attnid.training.sweep.SUMMARY_COLUMNS). A run
+whose loss stopped being finite is kept, with `diverged = True` and the step.
 """
 
 from __future__ import annotations
-
-from itertools import groupby
 
 import pandas as pd
 
@@ -30,17 +28,12 @@ def _tables(keys: list[dict], cfgs: list, results: list) -> tuple[pd.DataFrame, 
 
 
 def train_job(
-    training: dict, device: str, task: str, optimizer: str, progress: bool = True
+    training: dict, device: str, task: str, model: str, heads, progress: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metrics, summary) of every run of the job (task, optimizer)."""
-    keys = runs(training, task, optimizer)
-    keys.sort(key=lambda k: k["heads"])
-    tables = []
-    for _, group in groupby(keys, key=lambda k: k["heads"]):
-        group = list(group)
-        cfgs = [run_config(training, device, **k) for k in group]
-        tables.append(_tables(group, cfgs, train_batched(cfgs, progress=progress)))
-    return pd.concat([t[0] for t in tables], ignore_index=True), pd.concat([t[1] for t in tables], ignore_index=True)
+    """(metrics, summary) of every run of the job (task, model, heads)."""
+    keys = runs(training, task, model, int(heads))
+    cfgs = [run_config(training, device, **k) for k in keys]
+    return _tables(keys, cfgs, train_batched(cfgs, progress=progress))
 
 
 def train_lr_study(training: dict, device: str, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -49,21 +42,14 @@ def train_lr_study(training: dict, device: str, progress: bool = True) -> tuple[
     section = task_section(training, study["task"])
     base = run_config(training, device, study["task"], section["optimizers"][0]["name"], "none", study["heads"], 0)
     base = base.with_(
-        attention=attention_spec(section, study["heads"]), algorithm="sgd", weight_decay=0.0, steps=study["steps"]
-    )
+        attention=attention_spec(section, study["heads"]), algorithm="sgd", weight_decay=0.0, steps=study["steps"],
+        noise=0.0, metrics_every=1, eval_every=study["steps"],
+    )  # fmt: skip
     keys, cfgs = [], []
     for lr in study["lrs"]:
         for seed in training["seeds"]:
-            keys.append(
-                {
-                    "task": study["task"],
-                    "optimizer": "sgd",
-                    "rebalance": "none",
-                    "heads": study["heads"],
-                    "seed": seed,
-                    "lr_value": lr,
-                }
-            )
+            keys.append({"task": study["task"], "model": "own", "optimizer": "sgd", "rebalance": "none",
+                         "heads": study["heads"], "seed": seed, "lr_value": lr})  # fmt: skip
             cfgs.append(base.with_(lr=float(lr), seed=int(seed), name=f"lr_study/lr{lr}/s{seed}"))
     metrics, summary = _tables(keys, cfgs, train_batched(cfgs, progress=progress))
     summary["lr_value"] = [k["lr_value"] for k in keys]

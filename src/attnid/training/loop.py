@@ -10,27 +10,27 @@ Usage:
     from attnid.training.runs import RunConfig
     metrics, summary = train(RunConfig(attention=AttentionSpec(d_model=16, n_heads=4), algorithm="adam", lr=1e-2))
 
-What a step t records, per attention layer with flat parameters theta (P,) (attnid.layout):
+What a step t does, for the run's flat parameters theta (P,) (attnid.training.nets.Net) and each attention
+layer's layout theta_l = theta[index_l] (attnid.layout):
 
     loss_t        training loss at theta_t on batch t (before the update)
-    u_t           = theta_{t+1} - theta_t, the update actually applied to the layer (after the
-                  optimizer step and, in `project` mode, after removing its tangent part)
-    update_norm   ||u_t||
-    overlap_*     ||P_T u_t|| / ||u_t|| with T the unidentified (orbit-tangent) subspace at theta_t,
-                  for all of T and for its query-key and value-output parts (attnid.symmetry.overlap)
-    chance_*      sqrt(dim T / #coordinates): the expected overlap of a random direction
+    u_t           = theta_{t+1} - theta_t, the update actually applied (after the optimizer step and, in
+                  `project` mode, after removing each layer's tangent part P_T u)
+    overlap_*     ||P_T u_t|| / ||u_t|| with T the unidentified (orbit-tangent) subspace of the layer at
+                  theta_t, for all of T and for its query-key and value-output parts (attnid.symmetry.overlap)
     drift_*       change of the conserved quantities (W_Q^T W_Q - W_K^T W_K, W_V^T W_V - W_O W_O^T)
                   from theta_0 to theta_{t+1} (after any rebalancing at step t), as returned by
                   attnid.symmetry.imbalance_drift
-    rebalance_*   `balance` mode, at steps with (t+1) % rebalance_interval == 0: the layer is moved
-                  to the balanced point of its orbit, theta' = balance(theta_{t+1});
-                  function_change = max|F'(probe) - F(probe)| / max|F(probe)| for the whole model's
-                  output F on a fixed probe batch (should be float rounding), norm_removed =
-                  ||theta_{t+1}|| - ||theta'|| (the balanced point is the smallest on the orbit).
-                  `project` mode, every step: norm_removed = ||P_T u|| (the part taken out of the
-                  optimizer's update); function_change is NaN (projection is not a symmetry move).
+    rebalance     `balance` mode, at steps with (t+1) % rebalance_interval == 0: every layer is moved
+                  to the balanced point of its orbit, theta' = balance(theta_{t+1}); the function change
+                  max|F'(probe) - F(probe)| / max|F(probe)| of the model's output F on a fixed probe batch
+                  (float rounding) and the norm removed ||theta_l|| - ||theta_l'|| per layer (the balanced
+                  point is the smallest on the orbit). `project` mode, every step: the norm removed ||P_T u||.
     eval_*        loss (and accuracy for recall) on a fixed held-out batch at theta_t, every
-                  `eval_every` steps and at the last step; NaN elsewhere.
+                  `eval_every` steps and at the last step.
+
+What is kept, on which steps (measured steps only: attnid.training.metrics), is the same as in the
+batched trainer.
 
 Why the geometry is honest: a loss that depends on theta only through the model's function is
 invariant under each layer's symmetry group, so its gradient is orthogonal to T. Plain SGD,
@@ -38,9 +38,9 @@ u = -lr grad, has overlap zero up to float rounding; momentum (an average of gra
 earlier points, whose tangent spaces differ), Adam (a diagonal preconditioner that does not respect
 the orbit), and weight decay (-lr wd theta, whose tangent component is the imbalance) do not.
 
-dtype: float64 by default for both tasks, so float rounding is ~1e-13 and a zero overlap is
-visible as such; float32 is allowed (`dtype="float32"`, e.g. on a GPU), where the same zero reads
-~1e-5 because theta_{t+1} - theta_t loses digits to the size of theta.
+dtype: float64 by default, so float rounding is ~1e-16 and a zero overlap is visible as such; float32
+is allowed (`dtype="float32"`), where the same zero reads ~1e-6 because theta_{t+1} - theta_t loses
+digits to the size of theta (the checks' thresholds are multiples of the dtype's eps).
 
 Determinism: every random draw comes from generators seeded by the run seed (attnid.training.tasks), the
 global seed is set with torch.manual_seed, and the run trains in deterministic mode
@@ -59,38 +59,36 @@ from tqdm import tqdm
 
 from .. import symmetry
 from ..device import resolve_device
+from ..layout import Layout
 from .determinism import deterministic
-from .metrics import measurement_tensors, metrics_table
-from .models import Student, TinyTransformer
-from .runs import METRIC_COLUMNS, RunConfig
-from .sweep import summarize_run
-from .tasks import STREAM_MODEL, STREAM_PROBE, AssociativeRecall, TeacherStudent, generator
+from .metrics import Measurements, chance_levels
+from .nets import TORCH_DTYPES, Net, make_task
+from .runs import METRIC_COLUMNS, RunConfig, measured_steps
+from .sweep import plateau_change, summarize_run
+from .tasks import STREAM_EVAL, STREAM_PROBE
 
-TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}  # RunConfig.dtype -> torch dtype
+COLUMNS = METRIC_COLUMNS[2:]
+__all__ = ["TORCH_DTYPES", "RunDiverged", "build", "make_optimizer", "train"]
 
 
 class RunDiverged(FloatingPointError):
     """The training loss became NaN or infinite; the message names the run and the step."""
 
 
-def build(cfg: RunConfig):
-    """(task, model) of a run, both on cfg.device in cfg.dtype, initialised from cfg.seed.
+def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The gauge-invariant overlap (attnid.training.batched.gauge_overlap), imported late (no import cycle)."""
+    from .batched import gauge_overlap as overlap
 
-    The model is drawn in float64 and rounded to cfg.dtype, so a float32 run starts where the float64
-    run starts, rounded (with the tasks' data drawn the same way, the two dtypes are paired)."""
-    dtype = TORCH_DTYPES[cfg.dtype]
-    spec = cfg.attention
-    torch.manual_seed(cfg.seed)
-    if cfg.task == "teacher_student":
-        task = TeacherStudent(spec, cfg.seq_len, cfg.seed, dtype=dtype, device=cfg.device)
-        model = Student(spec, generator(cfg.seed, STREAM_MODEL), dtype=torch.float64)
-    else:
-        task = AssociativeRecall(cfg.vocab, cfg.pairs, cfg.seed, device=cfg.device)
-        model = TinyTransformer(
-            spec, task.n_tokens, task.seq_len, generator(cfg.seed, STREAM_MODEL), n_layers=cfg.n_layers,
-            norm=cfg.norm, mlp_ratio=cfg.mlp_ratio, dtype=torch.float64,
-        )  # fmt: skip
-    return task, model.to(dtype=dtype, device=cfg.device)
+    return overlap(spec, theta, u)
+
+
+def build(cfg: RunConfig):
+    """(task, net, theta_0) of a run: its task, its architecture as a function of flat parameters and its
+    initial point (P,), on cfg.device in cfg.dtype, initialised from cfg.seed (drawn in float64 and rounded,
+    so a float32 run starts where the float64 run starts, rounded; the tasks' data are drawn the same way)."""
+    task = make_task(cfg)
+    net = Net(cfg, task)
+    return task, net, net.init(cfg.seed)
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
@@ -110,7 +108,7 @@ def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Run `cfg`; return (metrics, summary).
 
-    metrics: one row per (step, attention layer), columns METRIC_COLUMNS (see the module docstring).
+    metrics: one row per (measured step, attention layer), columns METRIC_COLUMNS (attnid.training.metrics).
     summary: final and mean values of the run (attnid.training.sweep.summarize_run), its config and wall time.
     Raises RunDiverged (naming the run and step) when the training loss is not finite.
     """
@@ -126,52 +124,72 @@ def train(cfg: RunConfig, progress: bool = True) -> tuple[pd.DataFrame, dict]:
 
 
 class _Run:
-    """One run's model, optimizer and measurements {column: (S, L)}, and one method per part of a step."""
+    """One run's parameters (leaf tensors, the optimizer's), its measurements, one method per part of a step."""
 
     def __init__(self, cfg: RunConfig):
         self.cfg, self.spec = cfg, cfg.attention
-        self.task, self.model = build(cfg)
-        self.layers = self.model.attention_layers()
-        self.optimizer = make_optimizer(cfg, self.model.parameters())
+        self.task, self.net, theta0 = build(cfg)
+        self.leaves = [t.clone().requires_grad_(True) for t in self.net.params(theta0).values()]
+        self.optimizer = make_optimizer(cfg, self.leaves)
         self.eval_data = self.task.fixed_batch(cfg.eval_batch)
         self.probe = self.task.fixed_batch(cfg.probe_batch, STREAM_PROBE) if cfg.rebalance == "balance" else None
-        theta0 = [layer.theta.detach() for layer in self.layers]
-        self.reference = [symmetry.imbalance_reference(self.spec, theta) for theta in theta0]  # conserved quantities
-        shape = (cfg.steps, len(self.layers))
-        self.rows = measurement_tensors(METRIC_COLUMNS[2:], shape, self.spec, cfg.lr, cfg.device)
+        self.reference = [symmetry.imbalance_reference(self.spec, theta0[idx]) for idx in self.net.layers]
+        self.steps = measured_steps(cfg.steps, cfg.metrics_every, cfg.eval_every)
+        self.measured = set(self.steps)
+        self.meas = Measurements(COLUMNS, 1, self.steps, len(self.net.layers), cfg.device)
+        self.one = torch.ones(1, dtype=torch.bool, device=cfg.device)
+
+    def theta(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.leaves])
+
+    def _set(self, theta: torch.Tensor) -> None:
+        with torch.no_grad():
+            for p, new in zip(self.leaves, torch.split(theta, self.net.sizes)):
+                p.copy_(new.view(p.shape))
+
+    def _forward(self, inputs, last_only=None) -> torch.Tensor:
+        params = dict(zip(self.net.names, self.leaves))
+        theta = torch.cat([p.reshape(-1) for p in params.values()])
+        return self.net(theta, inputs, last_only)
 
     def _evaluate(self) -> tuple[float, float]:
         with torch.no_grad():
-            out = self.model(self.eval_data.inputs)
+            out = self._forward(self.eval_data.inputs)
             return self.task.loss(out, self.eval_data).item(), self.task.accuracy(out, self.eval_data)
 
     def step(self, t: int, bar) -> None:
         """Step t: evaluate at theta_t (every eval_every steps and at the last), the optimizer step on batch t,
         the applied update u_t of every layer (projected in `project` mode) with its measurements, the
         rebalance in `balance` mode, the conserved quantities at theta_{t+1}."""
-        cfg, rows, last = self.cfg, self.rows, t == self.cfg.steps - 1
-        measure = t % cfg.metrics_every == 0 or last
+        cfg, last = self.cfg, t == self.cfg.steps - 1
+        measure = t in self.measured
         if t % cfg.eval_every == 0 or last:
             loss, accuracy = self._evaluate()
-            rows["eval_loss"][t], rows["eval_accuracy"][t] = loss, accuracy
+            self.meas.set("eval_loss", t, torch.tensor([loss], dtype=torch.float64))
+            self.meas.set("eval_accuracy", t, torch.tensor([accuracy], dtype=torch.float64))
             bar.set_postfix(eval_loss=f"{loss:.3g}", refresh=False)
-        before = [layer.theta.detach().clone() for layer in self.layers]  # theta_t, (P,) each
-        rows["loss"][t] = self._optimizer_step(t)
+        before = self.theta()  # theta_t
+        self.meas.add_loss(self._optimizer_step(t)[None], self.one)
         with torch.no_grad():
             if measure or cfg.rebalance == "project":
                 self._updates(before, t, measure)
             if cfg.rebalance == "balance" and (t + 1) % cfg.rebalance_interval == 0:
-                self._rebalance(t)
+                self._rebalance()
             if measure:
-                for i, layer in enumerate(self.layers):
-                    drift = symmetry.imbalance_drift(self.spec, None, layer.theta, reference=self.reference[i])
+                theta = self.theta()
+                for i, idx in enumerate(self.net.layers):
+                    drift = symmetry.imbalance_drift(self.spec, None, theta[idx], reference=self.reference[i])
+                    size = symmetry.imbalance(self.spec, theta[idx])
                     for part, value in drift.items():
-                        rows[f"drift_{part}"][t, i] = value
+                        self.meas.set(f"drift_{part}", t, torch.tensor([value], dtype=torch.float64), i)
+                        scale = self.reference[i]["scale"][part]
+                        self.meas.set(f"imbalance_{part}", t, (size[part].norm() / scale)[None], i)
+                self.meas.close_window(t)
 
     def _optimizer_step(self, t: int) -> torch.Tensor:
         """The loss at theta_t on training batch t, then one torch.optim step; RunDiverged if it is not finite."""
         batch = self.task.train_batch(self.cfg.batch)
-        loss = self.task.loss(self.model(batch.inputs), batch)
+        loss = self.task.loss(self._forward(batch.inputs), batch)
         if not torch.isfinite(loss):
             raise RunDiverged(f"run {self.cfg.name} diverged: training loss is {loss.item()} at step {t}")
         self.optimizer.zero_grad(set_to_none=True)
@@ -179,33 +197,39 @@ class _Run:
         self.optimizer.step()
         return loss.detach()
 
-    def _updates(self, before: list[torch.Tensor], t: int, measure: bool) -> None:
-        """Per layer u = theta_{t+1} - theta_t; `project` mode applies u - P_T u instead (norm_removed =
+    def _updates(self, before: torch.Tensor, t: int, measure: bool) -> None:
+        """Per layer u = theta_{t+1} - theta_t; `project` mode applies u - P_T u instead (norm removed
         ||P_T u||); on `measure` steps the applied update's norm and overlaps ||P_T u|| / ||u||."""
-        rows = self.rows
-        for i, layer in enumerate(self.layers):
-            projector = symmetry.Projector(self.spec, before[i])  # P_T at theta_t, set up once for this step
-            u = layer.theta - before[i]  # (P,) the optimizer's update
+        after = self.theta()
+        for i, idx in enumerate(self.net.layers):
+            projector = symmetry.Projector(self.spec, before[idx])  # P_T at theta_t, set up once for this step
+            u = after[idx] - before[idx]  # the optimizer's update of the layer
             if self.cfg.rebalance == "project":
-                tangent = projector(u)  # P_T u
-                layer.theta.copy_(before[i] + (u - tangent))
-                rows["rebalance_norm_removed"][t, i] = tangent.norm()
-                u = layer.theta - before[i]  # the update actually applied (after rounding)
+                tangent = projector(u)
+                after[idx] = before[idx] + (u - tangent)
+                self.meas.add_removed(slice(None), i, tangent.norm()[None])
+                u = after[idx] - before[idx]  # the update actually applied (after rounding)
             if measure:
-                rows["update_norm"][t, i] = u.norm()
-                for key, value in symmetry.overlap(self.spec, before[i], u, projector=projector).items():
-                    rows[f"overlap_{key}"][t, i] = value
+                self.meas.set("update_norm", t, u.norm()[None], i)
+                for key, value in symmetry.overlap(self.spec, before[idx], u, projector=projector).items():
+                    self.meas.set(f"overlap_{key}", t, torch.tensor([value], dtype=torch.float64), i)
+                self.meas.set("overlap_gauge", t, gauge_overlap(self.spec, before[idx][None], u[None]), i)
+        if self.cfg.rebalance == "project":
+            self._set(after)
 
-    def _rebalance(self, t: int) -> None:
-        """Each layer in turn to the balanced point of its orbit, theta' = balance(theta); function_change =
-        max|F' - F| / max|F| of the model's output on the probe batch, norm_removed = ||theta|| - ||theta'||."""
-        for i, layer in enumerate(self.layers):
-            out_before = self.model(self.probe.inputs)
-            norm_before = layer.theta.norm()
-            layer.theta.copy_(symmetry.balance(self.spec, layer.theta))
-            out_after = self.model(self.probe.inputs)
-            self.rows["rebalance_function_change"][t, i] = (out_after - out_before).abs().max() / out_before.abs().max()
-            self.rows["rebalance_norm_removed"][t, i] = norm_before - layer.theta.norm()
+    def _rebalance(self) -> None:
+        """Every layer to the balanced point of its orbit, theta' = balance(theta); the function change
+        max|F' - F| / max|F| of the model's output on the probe batch, the norm removed per layer."""
+        out_before = self._forward(self.probe.inputs, last_only=False)
+        theta = self.theta()
+        for i, idx in enumerate(self.net.layers):
+            new = symmetry.balance(self.spec, theta[idx])
+            self.meas.add_removed(slice(None), i, (theta[idx].norm() - new.norm())[None])
+            theta[idx] = new
+        self._set(theta)
+        out_after = self._forward(self.probe.inputs, last_only=False)
+        change = (out_after - out_before).abs().max() / out_before.abs().max()
+        self.meas.add_change(slice(None), change[None])
 
     def result(self, start: float) -> tuple[pd.DataFrame, dict]:
         """(metrics, summary) after the last step, with the held-out loss at theta_S."""
@@ -213,14 +237,18 @@ class _Run:
         final_eval_loss, final_eval_accuracy = self._evaluate()
         if not math.isfinite(final_eval_loss):
             raise RunDiverged(f"run {cfg.name} diverged: held-out loss is {final_eval_loss} after the last step {S-1}")
-        metrics = metrics_table(self.rows, METRIC_COLUMNS[2:])
-        summary = summarize_run(metrics)
+        metrics = self.meas.table(0)
+        summary = summarize_run(metrics, S)
+        summary.update({f"chance_{k}": v for k, v in chance_levels(self.spec).items()})
         summary.update(
             final_eval_loss=final_eval_loss,
             final_eval_accuracy=final_eval_accuracy if self.task.has_accuracy else math.nan,
+            loss_floor=getattr(self.task, "loss_floor", math.nan),
+            plateau_change=plateau_change(metrics, final_eval_loss, S),
             steps=S,
-            parameters_per_layer=int(self.layers[0].theta.numel()),
-            attention_layers=len(self.layers),
+            parameters=self.net.size,
+            parameters_per_layer=Layout(self.spec).size,
+            attention_layers=len(self.net.layers),
             seconds=time.perf_counter() - start,
             config=cfg.to_dict(),
         )

@@ -1,19 +1,40 @@
-"""The per-(step, layer) measurements of a run: where they are kept while it trains, and the table they become.
+"""The measurements of a run: what is kept, on which steps, and the table they become.
 
-Both trainers (attnid.training.loop, one run; attnid.training.batched, M runs stacked) keep every
-measurement as a float64 tensor on the run's device, (S, L) or (M, S, L) for S steps and L
-attention layers, NaN where nothing was measured, so the loop never waits for the host; the
-tensors become one table per run at the end, row-major in (step, layer). The columns are
-attnid.training.runs.METRIC_COLUMNS (the loop's docstring says what each one is).
+Measured steps (attnid.training.runs.measured_steps): every `metrics_every`-th and `eval_every`-th step
+and the last. Only those are stored, so a sweep's metrics grow with steps / metrics_every, not with the
+steps. Each measured step t holds, per attention layer:
+
+    point values at step t
+      update_norm, overlap_*    ||u_t|| and ||P_T u_t|| / ||u_t|| of the applied update at theta_t (all of T,
+                                its query-key and value-output parts; overlap_gauge: at the balanced point)
+      drift_*, imbalance_*      the conserved quantities at theta_{t+1} (attnid.symmetry.imbalance_drift)
+      eval_loss, eval_accuracy  held-out loss (and recall accuracy) at theta_t on eval steps, NaN elsewhere
+    window values over the steps s of (t_prev, t], t_prev the previous measured step
+      loss                      the mean training loss of those steps (each on its own fresh batch)
+      rebalance_function_change the largest relative function change of a `balance` step among them
+      rebalance_norm_removed    the mean norm removed: ||P_T u_s|| per step (`project`), ||theta|| - ||theta'||
+                                per balancing step (`balance`)
+
+A window mean of the training loss is what a per-step record would be smoothed to anyway (time to target),
+and the point values sample the run at a fixed cadence: a run's mean overlap over its measured steps is an
+unbiased estimate of its mean over all steps, whose spread over seeds is what the intervals measure
+(`benchmarks/training.py --cadence` compares both on the same runs).
+
+Both trainers keep the measurements as float64 tensors (M, R, L) for M runs, R measured steps and L
+layers on the run's device (the loop never waits for the host) and turn them into one table per run.
 """
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import torch
 
 from .. import symmetry
 from ..spec import AttentionSpec
+
+WINDOW_COLUMNS = ("loss", "rebalance_function_change", "rebalance_norm_removed")
 
 
 def chance_levels(spec: AttentionSpec) -> dict[str, float]:
@@ -22,23 +43,76 @@ def chance_levels(spec: AttentionSpec) -> dict[str, float]:
     return {key: symmetry.chance_overlap(spec, None if key == "all" else key) for key in symmetry.OVERLAP_KEYS}
 
 
-def measurement_tensors(
-    columns, shape: tuple[int, ...], spec: AttentionSpec, lr: float | torch.Tensor, device
-) -> dict[str, torch.Tensor]:
-    """{column: float64 tensor of `shape` (..., S, L)}, NaN but for the constants known before step 0:
-    chance_* (:func:`chance_levels`) and lr (a float, or one per run (M,) for stacked runs)."""
-    rows = {c: torch.full(shape, float("nan"), dtype=torch.float64, device=device) for c in columns}
-    for key, value in chance_levels(spec).items():
-        rows[f"chance_{key}"].fill_(value)
-    lr = torch.as_tensor(lr, dtype=torch.float64).to(device)
-    rows["lr"].copy_(lr.reshape(*lr.shape, 1, 1).expand(shape))
-    return rows
+class Measurements:
+    """{column: (M, R, L) float64 NaN} on the measured steps, and the window accumulators of :data:`WINDOW_COLUMNS`."""
 
+    def __init__(self, columns, runs: int, steps: list[int], layers: int, device):
+        self.columns, self.steps = list(columns), list(steps)
+        self.row = {t: r for r, t in enumerate(self.steps)}
+        shape = (runs, len(self.steps), layers)
+        self.values = {c: torch.full(shape, math.nan, dtype=torch.float64, device=device) for c in self.columns}
+        self.M, self.L, self.device = runs, layers, device
+        self._reset()
 
-def metrics_table(rows: dict[str, torch.Tensor], columns) -> pd.DataFrame:
-    """One run's measurements {column: (S, L)} -> a table with `layer`, `step` and then `columns`,
-    one row per (step, layer) in row-major order."""
-    S, L = next(iter(rows.values())).shape
-    flat = {c: v.cpu().reshape(-1).numpy() for c, v in rows.items()}
-    table = {"layer": torch.arange(L).repeat(S).numpy(), "step": torch.arange(S).repeat_interleave(L).numpy(), **flat}
-    return pd.DataFrame(table)[["layer", "step", *columns]]
+    def ensure(self, column: str) -> None:
+        """Add a column (NaN everywhere) if it is not there yet (the whole-model gauge's sources)."""
+        if column not in self.values:
+            self.columns.append(column)
+            self.values[column] = torch.full_like(next(iter(self.values.values())), math.nan)
+
+    def _reset(self) -> None:
+        zeros = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)
+        self.loss_sum, self.loss_count = zeros(self.M), zeros(self.M)
+        self.change_max = torch.full((self.M,), -math.inf, dtype=torch.float64, device=self.device)
+        self.removed_sum, self.removed_count = zeros(self.M, self.L), zeros(self.M, self.L)
+
+    def add_loss(self, loss: torch.Tensor, alive: torch.Tensor) -> None:
+        self.loss_sum += torch.where(alive, loss.to(torch.float64), 0)
+        self.loss_count += alive.to(torch.float64)
+
+    def add_change(self, rows, change: torch.Tensor) -> None:
+        self.change_max[rows] = torch.maximum(self.change_max[rows], change.to(torch.float64))
+
+    def add_removed(self, rows, layer: int, removed: torch.Tensor) -> None:
+        self.removed_sum[rows, layer] += removed.to(torch.float64)
+        self.removed_count[rows, layer] += 1
+
+    def close_window(self, t: int) -> None:
+        """Write the window values of step t's row and start the next window."""
+        r = self.row[t]
+        self.values["loss"][:, r] = (self.loss_sum / self.loss_count)[:, None]
+        change = torch.where(self.change_max > -math.inf, self.change_max, math.nan)
+        self.values["rebalance_function_change"][:, r] = change[:, None]
+        self.values["rebalance_norm_removed"][:, r] = self.removed_sum / self.removed_count
+        self._reset()
+
+    def set(self, column: str, t: int, value: torch.Tensor, layer: int | None = None, rows=None) -> None:
+        """column at step t: value (M,) or (len(rows),) for one layer, or (M, L) / (M,) broadcast over layers."""
+        target = self.values[column][:, self.row[t]]  # (M, L) view
+        value = value.to(torch.float64)
+        if layer is None:
+            value = value if value.dim() == 2 else value[:, None].expand(-1, self.L)
+            if rows is None:
+                target.copy_(value)
+            else:
+                target[rows] = value
+        elif rows is None:
+            target[:, layer] = value
+        else:
+            target[rows, layer] = value
+
+    def blank(self, t: int, dead: torch.Tensor, columns) -> None:
+        """NaN for the runs `dead` (bool (M,)) in `columns` at step t."""
+        for c in columns:
+            self.values[c][dead, self.row[t]] = math.nan
+
+    def table(self, run: int) -> pd.DataFrame:
+        """One run's measurements as a table: `layer`, `step`, then the columns, row-major in (step, layer)."""
+        R, L = len(self.steps), self.L
+        data = {
+            "layer": torch.arange(L).repeat(R).numpy(),
+            "step": torch.tensor(self.steps).repeat_interleave(L).numpy(),
+        }
+        for c in self.columns:
+            data[c] = self.values[c][run].reshape(-1).cpu().numpy()
+        return pd.DataFrame(data)

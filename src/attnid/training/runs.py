@@ -6,18 +6,21 @@ a run config holds the attention layer as one :class:`attnid.spec.AttentionSpec`
 never as loose fields.
 
 Config (validated by workflow/schemas/config.schema.yaml): global options (seeds, rebalancing
-modes and interval, measurement sizes, dtype, checks) and, per task, the attention spec without
-its head count (`attention`, keys = AttentionSpec field names), the head counts swept
-(`heads` -> n_heads), the task sizes and the optimizers. An optimizer entry has a label (`name`,
-e.g. `sgd_wd`) and an algorithm with its hyperparameters, so that "SGD with weight decay" is its
-own arm of the sweep. Across the package `optimizer` is always that label (a wildcard, a run key,
-the summary's column) and `algorithm` the update rule (RunConfig.algorithm, one of ALGORITHMS).
+modes and interval, measurement sizes and cadence, dtype, checks) and, per task entry, the task,
+the model that learns it (`model`: this project's own layer or transformer, or a real
+`transformers` architecture, attnid.training.archs), the attention spec without its head count
+(`attention`, keys = AttentionSpec field names), the head counts swept (`heads` -> n_heads), the
+task sizes and the optimizers. An optimizer entry has a label (`name`, e.g. `sgd_wd`) and an
+algorithm with its hyperparameters, so that "SGD with weight decay" is its own arm of the sweep.
+Across the package `optimizer` is always that label (a run key, the summary's column) and
+`algorithm` the update rule (RunConfig.algorithm, one of ALGORITHMS).
 
 Runs and jobs:
-    run  = (task, optimizer, rebalance, heads, seed)         RUN_KEYS; one row of summary.parquet
-    job  = (task, optimizer)                                  JOB_KEYS; one Snakemake job trains all
-           its runs (every head count, seed and rebalancing mode) batched in one process
-           (attnid.training.batched), which saves the per-job start-up and vectorises the seeds.
+    run  = (task, model, optimizer, rebalance, heads, seed)   RUN_KEYS; one row of summary.parquet
+    job  = (task, model, heads)                               JOB_KEYS; one Snakemake job trains all
+           its runs (every optimizer, rebalancing mode and seed) batched in one process
+           (attnid.training.batched): the runs of one head count share their shapes, so they are one
+           vmapped model, whatever their update rule.
 """
 
 from __future__ import annotations
@@ -27,27 +30,30 @@ from itertools import product
 
 from ..spec import AttentionSpec
 
-TASKS = ("teacher_student", "recall")
+TASKS = ("teacher_student", "recall", "markov")
+MODELS = ("own", "llama", "gpt2")  # own: attnid's layer / tiny transformer; the others: attnid.training.archs
 # sgd_momentum: heavy ball; adam: L2 added to the gradient; adamw: decoupled decay; adam_shared: Adam whose
 # second moment is one number per symmetry block (attnid.training.optim), a preconditioner the group commutes with.
 ALGORITHMS = ("sgd", "sgd_momentum", "adam", "adamw", "adam_shared")
 REBALANCE = ("none", "project", "balance")
 DTYPES = ("float64", "float32")
-RUN_KEYS = ("task", "optimizer", "rebalance", "heads", "seed")
-JOB_KEYS = ("task", "optimizer")
+RUN_KEYS = ("task", "model", "optimizer", "rebalance", "heads", "seed")
+JOB_KEYS = ("task", "model", "heads")
+TRANSFORMER_FIELDS = ("n_layers", "norm", "mlp_ratio", "model", "kv_ratio")
 TASK_FIELDS = {  # config key -> RunConfig field, per task (attention, heads, optimizers handled apart)
-    "teacher_student": ("seq_len", "batch", "steps"),
-    "recall": ("batch", "steps", "vocab", "pairs", "n_layers", "norm", "mlp_ratio"),
+    "teacher_student": ("seq_len", "batch", "steps", "noise"),
+    "recall": ("batch", "steps", "vocab", "pairs", *TRANSFORMER_FIELDS),
+    "markov": ("batch", "steps", "vocab", "order", "alpha", "seq_len", *TRANSFORMER_FIELDS),
 }
-GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "dtype")
-NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study")  # keys that do not change a job's runs
+GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every", "dtype")
+NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction")
 
-# Per-(step, layer) measurements of a run, in this column order (attnid.training.loop documents each).
+# Measured per (measured step, attention layer) of a run, in this column order (attnid.training.metrics
+# documents each). Runs of real architectures add the whole-model overlaps overlap_model[_<source>].
 METRIC_COLUMNS = (
-    "layer", "step", "loss", "eval_loss", "eval_accuracy", "lr", "update_norm",
-    "overlap_all", "overlap_query_key", "overlap_value_output",
-    "chance_all", "chance_query_key", "chance_value_output",
-    "drift_query_key", "drift_value_output",
+    "layer", "step", "loss", "eval_loss", "eval_accuracy", "update_norm",
+    "overlap_all", "overlap_query_key", "overlap_value_output", "overlap_gauge",
+    "drift_query_key", "drift_value_output", "imbalance_query_key", "imbalance_value_output",
     "rebalance_function_change", "rebalance_norm_removed",
 )  # fmt: skip
 
@@ -56,18 +62,23 @@ METRIC_COLUMNS = (
 class RunConfig:
     """Everything that defines one training run."""
 
-    # what is learned
-    task: str = "teacher_student"  # 'teacher_student' (one attention layer) or 'recall' (tiny transformer)
+    # what is learned, by what
+    task: str = "teacher_student"  # one of TASKS (attnid.training.tasks)
+    model: str = "own"  # one of MODELS: 'own' (attnid's layer / transformer) or a real architecture
     attention: AttentionSpec = field(
         default_factory=lambda: AttentionSpec(d_model=16, n_heads=2)
     )  # student layer / each block's layer
     # task sizes
-    seq_len: int = 8  # T of the teacher-student inputs (recall: T = 2 pairs + 1, this field is ignored)
-    vocab: int = 16  # recall: number of key tokens (and of value tokens)
+    seq_len: int = 8  # T of the teacher-student and Markov sequences (recall: T = 2 pairs + 1, ignored)
+    noise: float = 0.0  # teacher-student: label noise std, relative to the RMS of the teacher's outputs
+    vocab: int = 16  # recall: key tokens (and as many value tokens); markov: the chain's states
     pairs: int = 4  # recall: key-value pairs per sequence
-    n_layers: int = 2  # recall: transformer blocks
-    norm: str = "layernorm"  # recall: 'layernorm' or 'rmsnorm'
-    mlp_ratio: int = 4  # recall: MLP hidden width / d_model
+    order: int = 2  # markov: the chain's order (tokens of context the next token depends on)
+    alpha: float = 0.5  # markov: Dirichlet concentration of each context's next-token distribution
+    n_layers: int = 2  # transformer blocks
+    norm: str = "layernorm"  # own transformer: 'layernorm' or 'rmsnorm' (real architectures: their own)
+    mlp_ratio: int = 4  # MLP hidden width / d_model
+    kv_ratio: int = 1  # query heads per key/value group where the head count allows (GQA); 1 = MHA
     # optimisation
     algorithm: str = "sgd"  # one of ALGORITHMS (the sweep's optimizer entry names it; its label is not here)
     lr: float = 0.1  # learning rate (constant)
@@ -85,15 +96,17 @@ class RunConfig:
     # measurement
     eval_every: int = 50  # held-out evaluation every this many steps (and at the last step)
     eval_batch: int = 256  # held-out sequences (one fixed batch)
-    metrics_every: int = 1  # overlap/update/drift metrics every this many steps (NaN in between)
+    metrics_every: int = 1  # overlap/update/drift metrics every this many steps (and at the last step)
+    gauge_every: int = 100  # real architectures: the whole-model overlap (attnid.training.gauges) every this many steps
     # where and how
     device: str = "cpu"  # 'cpu' or 'cuda'
-    dtype: str = "float64"  # 'float64' (rounding ~1e-13, default) or 'float32'
+    dtype: str = "float64"  # 'float64' (rounding ~1e-16, default) or 'float32'
     name: str = ""  # label used in progress bars and error messages ('' = built from the fields)
 
     def __post_init__(self):
         for field_name, allowed in (
             ("task", TASKS),
+            ("model", MODELS),
             ("algorithm", ALGORITHMS),
             ("rebalance", REBALANCE),
             ("dtype", DTYPES),
@@ -102,6 +115,8 @@ class RunConfig:
                 raise ValueError(f"RunConfig.{field_name} must be one of {allowed}, got {getattr(self, field_name)!r}")
         if not isinstance(self.attention, AttentionSpec):
             raise TypeError(f"RunConfig.attention must be an AttentionSpec, got {type(self.attention).__name__}")
+        if self.task == "teacher_student" and self.model != "own":
+            raise ValueError(f"RunConfig.model: the teacher-student task trains attnid's own layer, got {self.model!r}")
         for field_name in (
             "steps",
             "batch",
@@ -110,14 +125,22 @@ class RunConfig:
             "metrics_every",
             "eval_batch",
             "probe_batch",
+            "kv_ratio",
+            "gauge_every",
         ):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"RunConfig.{field_name} must be >= 1, got {getattr(self, field_name)}")
         if not self.lr > 0:
             raise ValueError(f"RunConfig.lr must be > 0, got {self.lr}")
+        if self.noise < 0:
+            raise ValueError(f"RunConfig.noise must be >= 0, got {self.noise}")
+        if self.task == "markov" and not 1 <= self.order < self.seq_len:
+            raise ValueError(f"RunConfig.order must be in [1, seq_len), got order {self.order}, seq_len {self.seq_len}")
         if not self.name:
             object.__setattr__(
-                self, "name", f"{self.task}/{self.algorithm}/{self.rebalance}/h{self.heads}/s{self.seed}"
+                self,
+                "name",
+                f"{self.task}/{self.model}/{self.algorithm}/{self.rebalance}/h{self.heads}/s{self.seed}",
             )
 
     @property
@@ -132,12 +155,16 @@ class RunConfig:
         return replace(self, **changes)
 
 
-def task_section(training: dict, task: str) -> dict:
-    """The `tasks` entry of one task (tasks and optimizers are lists, so presets replace them whole)."""
+def section_model(section: dict) -> str:
+    return section.get("model", "own")
+
+
+def task_section(training: dict, task: str, model: str = "own") -> dict:
+    """The `tasks` entry of one (task, model) (tasks and optimizers are lists, so presets replace them whole)."""
     for section in training["tasks"]:
-        if section["task"] == task:
+        if section["task"] == task and section_model(section) == model:
             return section
-    raise KeyError(f"training.tasks has no entry for task {task!r}")
+    raise KeyError(f"training.tasks has no entry for task {task!r} with model {model!r}")
 
 
 def optimizer_entry(section: dict, name: str) -> dict:
@@ -147,39 +174,62 @@ def optimizer_entry(section: dict, name: str) -> dict:
     raise KeyError(f"training.tasks[{section['task']}].optimizers has no optimizer named {name!r}")
 
 
+def kv_heads(heads: int, kv_ratio: int) -> int:
+    """Key/value groups of `heads` query heads at `kv_ratio` query heads per group (MHA where it does not divide)."""
+    return heads // kv_ratio if kv_ratio > 1 and heads % kv_ratio == 0 else heads
+
+
 def attention_spec(section: dict, heads: int) -> AttentionSpec:
-    """The AttentionSpec of a task section at `heads` query heads."""
-    return AttentionSpec.from_config({**section["attention"], "n_heads": int(heads)})
+    """The AttentionSpec of a task section at `heads` query heads (real architectures: attnid.training.archs
+    fixes what the architecture does: RoPE and GQA for Llama, biases for GPT-2)."""
+    fields = {**section["attention"], "n_heads": int(heads)}
+    ratio = section.get("kv_ratio", 1)
+    if ratio > 1 and "n_kv_heads" not in fields:
+        fields["n_kv_heads"] = kv_heads(int(heads), ratio)
+    model = section_model(section)
+    if model == "llama":
+        fields.update(rope_dims="full", causal=True)
+    elif model == "gpt2":
+        fields.update(biases="qkvo", causal=True)
+    return AttentionSpec.from_config(fields)
 
 
 def jobs(training: dict) -> list[dict]:
     """Wildcards of every job (JOB_KEYS), in a stable order."""
-    return [{"task": s["task"], "optimizer": o["name"]} for s in training["tasks"] for o in s["optimizers"]]
+    return [
+        {"task": s["task"], "model": section_model(s), "heads": int(h)} for s in training["tasks"] for h in s["heads"]
+    ]
 
 
-def runs(training: dict, task: str | None = None, optimizer: str | None = None) -> list[dict]:
+def runs(training: dict, task: str | None = None, model: str | None = None, heads: int | None = None) -> list[dict]:
     """Wildcards of every run (RUN_KEYS) of the sweep, or of one job, in a stable order."""
     out = []
     for job in jobs(training):
-        if task not in (None, job["task"]) or optimizer not in (None, job["optimizer"]):
+        if task not in (None, job["task"]) or model not in (None, job["model"]):
             continue
-        section = task_section(training, job["task"])
-        for rebalance, heads, seed in product(training["rebalance"], section["heads"], training["seeds"]):
-            out.append({**job, "rebalance": rebalance, "heads": int(heads), "seed": int(seed)})
+        if heads is not None and int(heads) != job["heads"]:
+            continue
+        section = task_section(training, job["task"], job["model"])
+        for opt, rebalance, seed in product(section["optimizers"], training["rebalance"], training["seeds"]):
+            out.append({"task": job["task"], "model": job["model"], "optimizer": opt["name"],
+                        "rebalance": rebalance, "heads": job["heads"], "seed": int(seed)})  # fmt: skip
     return out
 
 
-def job_params(training: dict, task: str, optimizer: str) -> dict:
+def job_params(training: dict, task: str, model: str = "own", heads=None) -> dict:
     """The part of `training:` that defines one job's runs (editing another job's settings reruns only that job)."""
-    section = task_section(training, task)
-    section = dict(section, optimizers=[optimizer_entry(section, optimizer)])
+    section = dict(task_section(training, task, model))
+    if heads is not None:
+        section["heads"] = [int(heads)]
     common = {k: v for k, v in training.items() if k not in NOT_PER_JOB}
     return common | {"seeds": list(training["seeds"]), "rebalance": list(training["rebalance"]), "tasks": [section]}
 
 
-def run_config(training: dict, device: str, task: str, optimizer: str, rebalance: str, heads, seed) -> RunConfig:
+def run_config(
+    training: dict, device: str, task: str, optimizer: str, rebalance: str, heads, seed, model: str = "own"
+) -> RunConfig:
     """The RunConfig of one run of the sweep (wildcards as strings or ints)."""
-    section = task_section(training, task)
+    section = task_section(training, task, model)
     opt = optimizer_entry(section, optimizer)
     fields = {f: section[f] for f in TASK_FIELDS[task] if f in section}
     fields.update({f: training[f] for f in GLOBAL_FIELDS if f in training})
@@ -187,5 +237,12 @@ def run_config(training: dict, device: str, task: str, optimizer: str, rebalance
         task=task, attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance, device=device,
         algorithm=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
-        name=f"{task}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
+        name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
     )  # fmt: skip
+
+
+def measured_steps(steps: int, metrics_every: int, eval_every: int, gauge_every: int | None = None) -> list[int]:
+    """The steps whose measurements are kept: every metrics_every-th, eval_every-th (and gauge_every-th) step
+    and the last."""
+    every = [metrics_every, eval_every] + ([gauge_every] if gauge_every else [])
+    return sorted({t for t in range(steps) if any(t % e == 0 for e in every)} | {steps - 1})

@@ -1,4 +1,5 @@
-"""Training tasks generated from seeds: teacher-student regression and in-context associative recall.
+"""Training tasks generated from seeds: teacher-student regression, in-context associative recall and a
+random Markov chain to model.
 
 Both tasks draw every batch from a `torch.Generator` seeded by (run seed, stream), on the CPU, in
 float64, then move it to the run's device and dtype, so a run's data are the same on every machine
@@ -13,6 +14,15 @@ The student f(theta, .) has the same spec; the loss
 depends on theta only through the function f(theta, .), so it is exactly invariant under the
 student's symmetry group (per-head GL on (W_Q, W_K) and (W_V, W_O)); its gradient is orthogonal
 to the orbit at every theta. Held-out data: one fixed batch from its own stream.
+
+Label noise. A realizable teacher is learned exactly, so its loss decays geometrically to zero and never
+plateaus in relative terms: "converged" would have no meaning. With `noise` = sigma > 0 every target,
+training and held-out, is Y + sigma s eps, eps ~ N(0, 1) i.i.d. and s the RMS of the teacher's outputs
+(measured once per seed on its own stream), so the held-out loss has a floor, the noise variance
+(sigma s)^2 (`loss_floor`), which constant-learning-rate training approaches and then stays near (the
+stationary excess of SGD noise). A run has converged when its held-out loss has stopped changing
+(attnid.training.sweep.converged). The noise is independent of theta, so the loss is still exactly
+invariant under the student's group.
 
 In-context associative recall (tiny 2-layer transformer). A sequence holds n key-value pairs
 followed by a query key,
@@ -33,12 +43,27 @@ each key into its value's position, a second-layer head matches the query agains
 and moves the value out. So the task needs both layers, uses the query-key part (matching) and
 the value-output part (copying) of attention, is generated from a seed with no data files, has an
 exact accuracy, and is cheap on a CPU at d_model = 32 and T ~ 10.
+
+A random Markov chain (language modelling, no data files). Each seed draws an order-k chain over V
+tokens: every context (x_{t-k}, ..., x_{t-1}) has its own next-token distribution p(. | context) ~
+Dirichlet(alpha 1_V). Sequences of T tokens start from the stationary distribution of the chain's
+contexts (so every position is stationary) and follow the chain; the loss is the next-token
+cross-entropy at the positions t = k, ..., T - 1, whose context is complete. No model can beat the
+chain itself there, so the held-out loss has an exact floor, the entropy rate
+
+    H = sum_c pi(c) H(p(. | c)),   pi the stationary distribution of the contexts,
+
+(`loss_floor`; Cover and Thomas, "Elements of Information Theory", ch. 4). With k = 2 the next token
+depends on the previous token as well as the current one, which a causal model can only read through
+attention (a previous-token head): the task needs the attention layers, like recall, but learns
+statistics of the data, not a lookup in context.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -47,7 +72,7 @@ from ..spec import AttentionSpec
 
 # Independent random streams of one run (seeded with `seed * N_STREAMS + stream`).
 N_STREAMS = 16
-STREAM_MODEL, STREAM_TEACHER, STREAM_TRAIN, STREAM_EVAL, STREAM_PROBE = 0, 1, 2, 3, 4
+STREAM_MODEL, STREAM_TEACHER, STREAM_TRAIN, STREAM_EVAL, STREAM_PROBE, STREAM_SCALE = 0, 1, 2, 3, 4, 5
 
 
 def generator(seed: int, stream: int) -> torch.Generator:
@@ -64,12 +89,15 @@ class Batch:
 
 
 class TeacherStudent:
-    """Regression of a random teacher attention layer; see the module docstring."""
+    """Regression of a random teacher attention layer, with label noise; see the module docstring."""
 
     has_accuracy = False
+    scale_batch = 256  # sequences on which the RMS of the teacher's outputs is measured
 
-    def __init__(self, spec: AttentionSpec, seq_len: int, seed: int, dtype=torch.float64, device="cpu"):
-        self.spec, self.seq_len, self.dtype, self.device = spec, seq_len, dtype, device
+    def __init__(
+        self, spec: AttentionSpec, seq_len: int, seed: int, dtype=torch.float64, device="cpu", noise: float = 0.0
+    ):
+        self.spec, self.seq_len, self.dtype, self.device, self.noise = spec, seq_len, dtype, device, noise
         # drawn in float64 and rounded, so a float32 run's teacher and data are the float64 run's, rounded
         self.teacher = AttentionLayer(spec, generator(seed, STREAM_TEACHER), dtype=torch.float64).to(
             device=device, dtype=dtype
@@ -77,27 +105,43 @@ class TeacherStudent:
         self.teacher.requires_grad_(False)
         self._train = generator(seed, STREAM_TRAIN)
         self._seed = seed
+        with torch.no_grad():
+            x = self.draw(self.scale_batch, STREAM_SCALE)[0]
+            rms = self.teacher(x).pow(2).mean().sqrt().item()
+        self.noise_std = noise * rms  # sigma s: the absolute label-noise std
 
-    def draw_inputs(self, batch: int, stream: int | None = None) -> torch.Tensor:
-        """Inputs X (B, T, d) of the next training batch (stream None) or of a fixed batch; targets are f(theta*, X)."""
+    @property
+    def loss_floor(self) -> float:
+        """The noise variance (sigma s)^2: the held-out loss of the teacher itself."""
+        return self.noise_std**2
+
+    def draw(self, batch: int, stream: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Inputs X (B, T, d) and the label noise eps (B, T, d) of the next training batch (stream None) or of
+        a fixed batch; targets are f(theta*, X) + noise_std eps (eps None without noise)."""
         gen = self._train if stream is None else generator(self._seed, stream)
-        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=torch.float64)  # (B, T, d)
-        return x.to(self.device, self.dtype)
+        shape = (batch, self.seq_len, self.spec.d_model)
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)  # (B, T, d)
+        eps = torch.randn(shape, generator=gen, dtype=torch.float64) if self.noise else None
+        return x.to(self.device, self.dtype), None if eps is None else eps.to(self.device, self.dtype)
 
-    def _sample(self, gen: torch.Generator, batch: int) -> Batch:
-        x = torch.randn(batch, self.seq_len, self.spec.d_model, generator=gen, dtype=torch.float64)  # (B, T, d)
-        x = x.to(self.device, self.dtype)
+    def _sample(self, batch: int, stream: int | None) -> Batch:
+        x, eps = self.draw(batch, stream)
         with torch.no_grad():
             y = self.teacher(x)  # (B, T, d)
-        return Batch(x, y)
+        return Batch(x, y if eps is None else y + self.noise_std * eps)
 
     def train_batch(self, batch: int) -> Batch:
         """The next training batch (fresh samples from the run's train stream)."""
-        return self._sample(self._train, batch)
+        return self._sample(batch, None)
 
     def fixed_batch(self, batch: int, stream: int = STREAM_EVAL) -> Batch:
         """A batch that depends only on (seed, stream): held-out data or the probe batch."""
-        return self._sample(generator(self._seed, stream), batch)
+        return self._sample(batch, stream)
+
+    @staticmethod
+    def per_sample_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(B,): mean squared error over each sequence's entries."""
+        return (outputs - targets).pow(2).flatten(1).mean(1)
 
     @staticmethod
     def loss(outputs: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -113,6 +157,8 @@ class AssociativeRecall:
     """In-context associative recall; see the module docstring (why this task)."""
 
     has_accuracy = True
+    reads_last = True  # the loss reads the logits of the last position only
+    loss_floor = 0.0  # solvable exactly: accuracy 1
 
     def __init__(self, vocab: int, pairs: int, seed: int, device="cpu"):
         if pairs > vocab:
@@ -144,11 +190,105 @@ class AssociativeRecall:
         return self._sample(generator(self._seed, stream), batch)
 
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Cross-entropy of the value tokens at the last position; logits (B, T, 2 vocab)."""
+        """Cross-entropy of the value tokens at the last position; logits (B, T or 1, 2 vocab)."""
         return F.cross_entropy(self._answer_logits(logits), batch.targets)
+
+    def per_sample_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(B,): the cross-entropy of each sequence's answer."""
+        return F.cross_entropy(self._answer_logits(logits), targets, reduction="none")
+
+    def correct(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(B,) bool: the answer's argmax is right."""
+        return self._answer_logits(logits).argmax(dim=-1) == targets
 
     def accuracy(self, logits: torch.Tensor, batch: Batch) -> float:
         return (self._answer_logits(logits).argmax(dim=-1) == batch.targets).double().mean().item()
 
     def _answer_logits(self, logits: torch.Tensor) -> torch.Tensor:
         return logits[:, -1, self.vocab :]  # (B, vocab): value tokens at the query position
+
+
+class MarkovChain:
+    """A random order-k Markov chain to model (next-token cross-entropy); see the module docstring."""
+
+    has_accuracy = False
+    reads_last = False
+    chunk = 64  # training batches drawn at once (the same numbers as one at a time from this object)
+
+    def __init__(self, vocab: int, order: int, alpha: float, seq_len: int, seed: int, device="cpu"):
+        if order < 1 or seq_len <= order:
+            raise ValueError(f"markov: need 1 <= order < seq_len, got order={order}, seq_len={seq_len}")
+        self.vocab, self.order, self.seq_len, self.device = vocab, order, seq_len, device
+        self.n_tokens = vocab
+        # Dirichlet(alpha) rows from the run's teacher stream (numpy's generator, seeded as torch's streams are)
+        rng = np.random.default_rng(seed * N_STREAMS + STREAM_TEACHER)
+        rows = rng.dirichlet(np.full(vocab, float(alpha)), size=vocab**order)
+        self.transition = torch.from_numpy(rows).clamp_min(1e-300)  # (V^k, V): p(next | context)
+        self.transition = self.transition / self.transition.sum(-1, keepdim=True)
+        self.stationary = self._stationary()  # (V^k,)
+        self.cdf = self.transition.cumsum(-1)  # (V^k, V)
+        self.start_cdf = self.stationary.cumsum(0)
+        self._train = generator(seed, STREAM_TRAIN)
+        self._seed = seed
+        self._buffer: list[torch.Tensor] = []
+
+    def _stationary(self) -> torch.Tensor:
+        """The stationary distribution of the contexts: the chain on contexts c = (x_1..x_k) -> (x_2..x_k, y)."""
+        V, k = self.vocab, self.order
+        C = V**k
+        step = torch.zeros(C, C, dtype=torch.float64)
+        shift = (torch.arange(C) % V ** (k - 1)) * V  # context without its oldest token, shifted
+        for y in range(V):
+            step[torch.arange(C), shift + y] += self.transition[:, y]
+        evals, evecs = torch.linalg.eig(step.T)
+        pi = evecs[:, evals.real.argmax()].real
+        pi = pi / pi.sum()
+        return pi.clamp_min(0) / pi.clamp_min(0).sum()
+
+    @property
+    def loss_floor(self) -> float:
+        """The entropy rate sum_c pi(c) H(p(. | c)) in nats: the held-out loss of the chain itself."""
+        p = self.transition
+        entropy = -(p * p.clamp_min(1e-300).log()).sum(-1)
+        return float((self.stationary * entropy).sum())
+
+    def _sample(self, gen: torch.Generator, batch: int) -> torch.Tensor:
+        """(B, T) token ids: a stationary start context, then the chain."""
+        V, k, T = self.vocab, self.order, self.seq_len
+        u = torch.rand(batch, T - k + 1, generator=gen, dtype=torch.float64)  # (B, T - k + 1)
+        context = torch.searchsorted(self.start_cdf, u[:, 0].contiguous()).clamp_max(V**k - 1)  # (B,)
+        tokens = torch.empty(batch, T, dtype=torch.long)
+        for j in range(k):  # the start context's tokens, oldest first
+            tokens[:, j] = (context // V ** (k - 1 - j)) % V
+        for t in range(k, T):
+            nxt = torch.searchsorted(self.cdf[context], u[:, t - k + 1, None].contiguous()).clamp_max(V - 1)[:, 0]
+            tokens[:, t] = nxt
+            context = (context % V ** (k - 1)) * V + nxt
+        return tokens
+
+    def train_batch(self, batch: int) -> Batch:
+        """The next training batch; drawn `chunk` batches at a time from the run's train stream."""
+        if not self._buffer:
+            self._buffer = list(self._sample(self._train, batch * self.chunk).split(batch))[::-1]
+        tokens = self._buffer.pop()
+        return Batch(tokens.to(self.device), tokens.to(self.device))
+
+    def fixed_batch(self, batch: int, stream: int = STREAM_EVAL) -> Batch:
+        tokens = self._sample(generator(self._seed, stream), batch)
+        return Batch(tokens.to(self.device), tokens.to(self.device))
+
+    def _pairs(self, logits: torch.Tensor, tokens: torch.Tensor):
+        """(logits predicting x_t, x_t) at the positions t = k..T-1 with a complete context."""
+        return logits[:, self.order - 1 : -1], tokens[:, self.order :]
+
+    def per_sample_loss(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """(B,): mean next-token cross-entropy of each sequence over t = k..T-1."""
+        pred, target = self._pairs(logits, tokens)
+        loss = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none")
+        return loss.view(target.shape).mean(1)
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.per_sample_loss(logits, batch.targets).mean()
+
+    def accuracy(self, logits: torch.Tensor, batch: Batch) -> float:
+        return float("nan")

@@ -1,0 +1,52 @@
+"""The whole-model orbit of a real architecture's runs (attnid.gauge), measured on a cadence.
+
+The attention layers' own orbits (attnid.symmetry, through attnid.training.archs' maps) are measured on every
+measured step of every run; a real model has more symmetries than its attention layers (norm gains against
+the maps they feed, hidden units of the MLP, rotations of the residual stream, LayerNorm centring, ...;
+Section 4 of the paper). :class:`ModelGauge` measures an update against all of them: the whole-model gauge
+toolkit `attnid.gauge.Gauge` (`Gauge.for_hf_model(module)`, `refresh(module)`, `overlap(update)` -> the overlap
+with the whole tangent space, 'all', and the part of it each source's generators carry), one run at a time
+at its current point. It is the costliest measurement (a Gram of the generators factored per point), so the
+batched trainer takes it every `gauge_every` steps only.
+
+Any object with that interface works (`gauge` argument); without attnid.gauge installed (an older tree)
+:func:`model_gauge` returns None and the whole-model columns are absent.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+
+class ModelGauge:
+    """Whole-model overlaps of a Net's runs: overlap(theta (P,), update (P,)) -> {source: overlap}, 'all' first."""
+
+    def __init__(self, net, gauge_class=None):
+        if gauge_class is None:
+            from ..gauge import Gauge as gauge_class
+        self.names, self.sizes, self.shapes = net.names, net.sizes, net.shapes
+        self.module = copy.deepcopy(net.module)
+        self.gauge = gauge_class.for_hf_model(self.module, seq_len=net.seq_len)
+
+    def _params(self, flat: torch.Tensor) -> dict:
+        return {n: t.view(s) for n, t, s in zip(self.names, torch.split(flat, self.sizes), self.shapes)}
+
+    def overlap(self, theta: torch.Tensor, update: torch.Tensor) -> dict[str, float]:
+        with torch.no_grad():
+            for (name, p), value in zip(self.module.named_parameters(), torch.split(theta, self.sizes)):
+                p.copy_(value.view(p.shape))
+        self.gauge.refresh(self.module)
+        return dict(self.gauge.overlap(self._params(update)))
+
+
+def model_gauge(net) -> ModelGauge | None:
+    """The whole-model gauge of a real architecture's Net (None for attnid's own models, or without attnid.gauge)."""
+    if net.kind == "own":
+        return None
+    try:
+        from ..gauge import Gauge
+    except ImportError:
+        return None
+    return ModelGauge(net, Gauge)
