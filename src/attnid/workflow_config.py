@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .spec import AttentionSpec, SpecError
+from .spec import SpecError
 
 
 class ConfigError(ValueError):

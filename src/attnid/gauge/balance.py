@@ -71,7 +71,7 @@ def _attention(point: Point, layer: int) -> None:
 
 
 def _latent(point: Point, a, w: dict) -> None:
-    H, u, v = a.n_heads, a.d_head_qk - a.rope_dims, a.d_head_v
+    u = a.d_head_qk - a.rope_dims
     q = "W_UQ" if a.q_lora_rank else "W_Q"
     A, B = balance_product(w[q][..., :u], w["W_UK"])  # per head: the nope scores W_UQ W_UK^T
     w[q][..., :u] = A
@@ -132,7 +132,7 @@ def _units(point: Point, layer: int) -> None:
 def _rotate(point: Point, group, c: torch.Tensor) -> None:
     """The finite rotation R = exp(A(c)) of the stream (module docstring), in place."""
     meta = group.meta
-    Q, d = meta["Q"], point.d
+    Q = meta["Q"]
     m = Q.shape[1]
     iu = torch.triu_indices(m, m, 1)
     Bm = torch.zeros(m, m, dtype=DTYPE)

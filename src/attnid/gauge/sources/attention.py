@@ -213,7 +213,7 @@ class AttentionBlock:
         return Group("attention", self.prefix + "key_bias", G * u, via_reader, (self.name("W_K"),))
 
     def value_output(self) -> Group:
-        a, G, r, v = self.a, self.a.n_kv_heads, self.a.group_size, self.a.d_head_v
+        G, r, v = self.a.n_kv_heads, self.a.group_size, self.a.d_head_v
         WV, WO = self.W("W_V"), self.W("W_O")
         bV = self.W("b_V") if self.has("b_V") else None
 
