@@ -190,3 +190,26 @@ def test_flags_are_never_abbreviated():
     out = run("count", "--d-model", "8", "--head", "2")
     assert out.returncode == 2 and "--head" in out.stderr and "Traceback" not in out.stderr
     assert run("count", "--d-model", "8", "--heads", "2").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("num_attention_heads", "eight", "must be an integer, got 'eight'"),
+        ("num_attention_heads", 8.5, "must be an integer, got 8.5"),
+        ("num_attention_heads", "8", "must be an integer, got '8'"),  # a string is not silently taken as 8
+        ("rope_theta", "abc", "must be a finite number, got 'abc'"),
+    ],
+)
+def test_a_config_field_of_the_wrong_type_is_one_line_naming_file_key_and_value(tmp_path, key, value, said):
+    from attnid.hf import stored_config
+
+    cfg = stored_config("llama3_8b")
+    cfg[key] = value
+    if key == "rope_theta" and isinstance(cfg.get("rope_parameters"), dict):
+        cfg["rope_parameters"] = {**cfg["rope_parameters"], key: value}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    for command in ("count", "check"):
+        line = one_line_error(run(command, "--hf-config", str(path)), key)
+        assert str(path) in line and f"{key}: {said}" in line, line

@@ -86,6 +86,12 @@ def test_a_family_reason_wins_over_the_table_and_keeps_its_category():
     assert category_of("a reason with no category") == OTHER
 
 
+def test_every_family_refusal_starts_with_a_category():
+    """A mapping family's REFUSED reason wins over the table's, so it must carry a category too (none is `other`)."""
+    for mt, reason in family_refusals().items():
+        assert category_of(reason) in CATEGORIES and category_of(reason) != "not examined", (mt, reason)
+
+
 def test_every_table_reason_names_a_type_and_starts_with_a_category():
     installed = set(model_types())
     assert set(REASONS) <= installed, sorted(set(REASONS) - installed)

@@ -267,13 +267,18 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 MAPPERS = dict.fromkeys(MODEL_TYPES, llama_family)
 # Relatives of the family that the description does not hold (examined in their modular files).
 REFUSED = {
-    "diffllama": "differential attention: two softmaxes per head, subtracted with a learned lambda",
-    "dory": "a normalised stream updated by learned interpolation rates (lambda_1, lambda_2), a gated and rescaled"
+    "diffllama": "attention not counted: differential attention: two softmaxes per head, subtracted with a learned"
+    " lambda",
+    "dory": "attention not counted: a normalised stream updated by learned interpolation rates (lambda_1, lambda_2),"
+    " a gated and rescaled"
     " attention output, learned per-token logit scales",
-    "hrm_text": "hierarchical recurrence: its stacks run H_cycles x L_cycles times with the same weights",
-    "gemma3n_text": "AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity beside the attention",
-    "recurrent_gemma": "RG-LRU recurrent blocks between the local attention layers",
-    "gemma4_text": "per-layer input embeddings (hidden_size_per_layer_input) and keys and values shared across layers",
-    "qwen3_5_text": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
-    "olmo_hybrid": "a hybrid: gated delta-net (linear attention) layers between the softmax ones",
+    "hrm_text": "not yet mapped: hierarchical recurrence: its stacks run H_cycles x L_cycles times with the same"
+    " weights",
+    "gemma3n_text": "not yet mapped: AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity"
+    " beside the attention",
+    "recurrent_gemma": "hybrid: RG-LRU recurrent blocks between the local attention layers",
+    "gemma4_text": "attention not counted: per-layer input embeddings (hidden_size_per_layer_input) and keys and"
+    " values shared across layers",
+    "qwen3_5_text": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
+    "olmo_hybrid": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
 }

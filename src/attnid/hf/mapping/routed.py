@@ -248,10 +248,14 @@ def _mimo_layer(cfg: dict, kind: str, G: int, k: int) -> dict:
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
-    "jetmoe": "mixture of attention heads (JetMoeMoA): the attention heads themselves are routed experts",
-    "hunyuan_v1_moe": "q/k RMSNorm after RoPE (HunYuanMoEV1Attention): the gain does not commute with the rotation",
-    "afmoe": "gated attention (AfmoeAttention): the output is multiplied by sigmoid(x W_gate), not an attention variant",
-    "laguna": "gated attention (LagunaAttention, AfMoE's): the output is multiplied by a softplus gate of x",
-    "longcat_flash": "shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per block, a mixture"
+    "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
+    " routed experts",
+    "hunyuan_v1_moe": "attention not counted: q/k RMSNorm after RoPE (HunYuanMoEV1Attention): the gain does not"
+    " commute with the rotation",
+    "afmoe": "attention not counted: gated attention (AfmoeAttention), the output multiplied by sigmoid(x W_gate)",
+    "laguna": "attention not counted: gated attention (LagunaAttention, AfMoE's): the output is multiplied by a"
+    " softplus gate of x",
+    "longcat_flash": "not yet mapped: shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per"
+    " block, a mixture"
     " reading the first and writing after the second, with zero-computation (identity) experts",
 }
