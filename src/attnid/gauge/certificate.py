@@ -18,7 +18,8 @@ to the exact generators) against the weak count, and their ||J t|| / (||J|| ||t|
 not rounding). A source without closed-form generators (`Group.fallback`, only `first_mlp_table`) is
 filled, at these tiny sizes only, by the kernel of J restricted to the coordinates it names
 (fallback_sources, fallback_dirs): for such a case the two sides are not independent, and the row says so
-(two_sided false). A range whose generators are not written at all (generators_note) keeps only the
+(two_sided false); where the fallback falls short of the count (eps > 0 leaves directions the kernel's
+threshold cannot separate) it gives no verdict (generators_agree None). A range whose generators are not written at all (generators_note) keeps only the
 Jacobian's side: generators_agree is None there and the row's verdict rests on the Jacobian.
 """
 
@@ -81,6 +82,9 @@ def certificate(spec, theta_fine: torch.Tensor, R: torch.Tensor, sigma_max: floa
     )
     row["two_sided"] = row["generators_agree"] and not fallback  # both sides independent of each other
     row["generators_note"] = "fallback: the Jacobian's kernel on its coordinates" if fallback else ""
+    if fallback and not row["generators_agree"]:  # the fallback is the Jacobian's own side: no second verdict
+        row["generators_note"] += f" (rank {row['generator_rank']} of {counts.unidentified}: not a certificate)"
+        row["generators_agree"] = None
     row["generator_seconds"] = time.perf_counter() - start
     return row
 

@@ -51,6 +51,13 @@ def generators(point: Point) -> list[Group]:
     """Every generator group of the model at `point` (exact and weak; fallback groups marked)."""
     spec = point.spec
     check_countable(spec)
+    for missing, why in (
+        (not spec.input_norms, "blocks without input norms (OLMo-2)"),
+        (not spec.norm_gain, "norms without a gain (OLMo, NanoChat)"),
+        (spec.positions == "sinusoidal", "the stream rotations that fix a sinusoidal table"),
+    ):
+        if missing:
+            raise NotImplementedError(f"generators of {why}")
     groups = pre_ln_groups(point) if spec.norm_position == "pre" else post_ln_groups(point)
     return [g for g in groups if g.n]
 

@@ -86,8 +86,10 @@ class AttentionBlock:
         a = self.a
         if a.kv_lora_rank:
             return self.latent_groups()
-        if a.qk_norm == "layernorm_head":
-            raise NotImplementedError("q/k LayerNorm generators")
+        if a.qk_norm not in ("none", "rms_head", "rms_all"):
+            raise NotImplementedError(f"q/k norm {a.qk_norm!r} generators")
+        if a.sub_norm:
+            raise NotImplementedError("generators of a norm across the heads' outputs (sub_norm)")
         u = a.d_head_qk - a.rope_dims
         d_in = self.p.d - (self.p.layernorm and self.normed)
         if u > d_in or a.d_head_v > d_in:

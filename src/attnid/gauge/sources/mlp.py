@@ -3,7 +3,15 @@ r"""Generators of the MLP blocks (sources `mlp_hidden`, `moe_hidden_units`, `moe
 
     hidden units  unit j of a ReLU MLP, or the up side of a gated one (SwiGLU, GeGLU), scales by c and its
                   down row by 1/c: dW_up[:, j] = W_up[:, j], db_up[j] = b_up[j], dW_down[j] = -W_down[j];
-                  every expert's units alike; GPT-OSS's (up + 1) needs its up bias: db_up[j] = b_up[j] + 1
+                  every expert's units alike; GPT-OSS's (up + 1) needs its up bias: db_up[j] = b_up[j] + 1.
+                  A squared-ReLU unit (degree 2) takes its down row by 1/c^2: dW_down[j] = -2 W_down[j], and so
+                  does a gated squared-ReLU unit's gate side (a second scaling per unit). Behind a norm on the
+                  hidden units (BitNet, `sub_norm`): each gain against its down row (dg_j = g_j, dW_down[j] =
+                  -W_down[j]); a gated squared-ReLU unit's gate times a with its up times 1/a^2 (h kept); and
+                  one common scale of the up map (h times c, unseen by the norm for eps = 0: weak for eps > 0,
+                  source `mlp_norm_scale`) where h is homogeneous in it (gated, ReLU, squared ReLU)
+    selection     a bias added to the scores for the top-k choice only (Ernie-4.5) moves a locally constant
+                  selection: every direction, d b_sel = c
     router        weights normalised over the chosen experts see only differences of the chosen logits:
                   one common shift of every router column (and bias), dW_r[:, e] = v, db_r[e] = s, per
                   connected component of the "chosen together" graph (one, or one per group with
@@ -55,13 +63,80 @@ def _units(point: Point, prefix: str, up: str, up_bias: str | None, down: str, p
     return Group(source, f"{prefix}{up}.units", n, fn, blocks, meta={"plus_one": plus_one, "action": act, "adjoint": adjoint})
 
 
+def _scaling(point: Point, source: str, name: str, parts: list[tuple[str, int, float]], weak: bool = False) -> Group:
+    """Per-unit scalings: unit j multiplies each part's block along its unit axis (-1: columns or a vector,
+    -2: rows) by exp(coef s_j); the tangent is coef * block on that unit. One common scale when the group's
+    n is 1 (`common`: every unit together)."""
+    w = {b: point.w[b] for b, _, _ in parts}
+    m = w[parts[0][0]].shape[parts[0][1]]
+    common = name.endswith("common_scale")
+    n = 1 if common else m
+
+    def spread(c, axis, ndim):  # c (..., n) -> (..., [1,] m [, 1]) aligned with a block's unit axis
+        s = c.expand(*c.shape[:-1], m) if common else c
+        return s[..., :, None] if axis == -2 else s if ndim == 1 else s[..., None, :]
+
+    def fn(c):
+        return {b: coef * w[b] * spread(c, axis, w[b].dim()) for b, axis, coef in parts}
+
+    def act(state, c):
+        return {b: state[b] * (coef * spread(c, axis, state[b].dim())).exp() for b, axis, coef in parts}
+
+    def adjoint(v):
+        k = next(iter(v.values())).shape[0]
+        out = torch.zeros(k, m, dtype=DTYPE)
+        for b, axis, coef in parts:
+            if b in v:
+                prod = coef * w[b] * v[b]  # (k, *shape)
+                out = out + (prod.sum(-1) if axis == -2 else prod if w[b].dim() == 1 else prod.sum(-2))
+        return out.sum(-1, keepdim=True) if common else out
+
+    blocks = tuple(b for b, _, _ in parts)
+    return Group(source, name, n, fn, blocks, weak=weak, meta={"action": act, "adjoint": adjoint})
+
+
+def _dense_units(point: Point, layer: int, mlp: MLPSpec) -> list[Group]:
+    """The dense MLP's hidden-unit scalings (module docstring), `attnid.model.counting.mlp.hidden_scalings`."""
+    prefix = f"layers.{layer}.mlp."
+
+    def side(name: str, coef_down: float, other: tuple[str, float] | None = None) -> list[tuple[str, int, float]]:
+        parts = [(prefix + name, -1, 1.0)] + ([(prefix + name + "_bias", -1, 1.0)] if mlp.bias else [])
+        if other is None:
+            return parts + [(prefix + "down", -2, coef_down)]
+        target, coef = other
+        return parts + [(prefix + target, -1, coef)] + ([(prefix + target + "_bias", -1, coef)] if mlp.bias else [])
+
+    out = []
+    if mlp.sub_norm:
+        out.append(_scaling(point, "mlp_hidden", prefix + "sub_norm.gains",
+                            [(prefix + "sub_norm_gain", -1, 1.0), (prefix + "down", -2, -1.0)]))  # fmt: skip
+        if mlp.kind == "relu2glu":
+            out.append(_scaling(point, "mlp_hidden", prefix + "gate.units", side("gate", 0.0, ("up", -2.0))))
+        if mlp.gated or mlp.kind in ("relu", "relu2"):
+            weak = point.spec.norm_eps > 0
+            out.append(_scaling(point, "mlp_norm_scale", prefix + "up.common_scale", side("up", 0.0)[: 1 + mlp.bias], weak))
+        return out
+    if mlp.kind in ("relu", "swiglu", "geglu", "relu2glu"):
+        out.append(_units(point, prefix, "up", "up_bias" if mlp.bias else None, "down", False, "mlp_hidden", 0))
+    if mlp.kind == "relu2":
+        out.append(_scaling(point, "mlp_hidden", prefix + "up.units", side("up", -2.0)))
+    if mlp.kind == "relu2glu":
+        out.append(_scaling(point, "mlp_hidden", prefix + "gate.units", side("gate", -2.0)))
+    return out  # GELU, SiLU: none
+
+
 def hidden_units(point: Point, layer: int) -> list[Group]:
     mlp, prefix = point.spec.layer_specs[layer].mlp, f"layers.{layer}.mlp."
     if isinstance(mlp, MLPSpec):
-        if mlp.kind == "gelu":
-            return []
-        return [_units(point, prefix, "up", "up_bias" if mlp.bias else None, "down", False, "mlp_hidden", 0)]
+        return _dense_units(point, layer, mlp)
+    if mlp.shared_expert_gate:
+        raise NotImplementedError("generators beside a shared expert behind a sigmoid gate (shared_expert_gate)")
     out = []
+    if mlp.selection_bias:  # the selection is locally constant in it: every direction (counting.mlp.selection_bias)
+        E = mlp.n_experts
+        out.append(Group("moe_selection_bias", f"{prefix}selection_bias.free", E,
+                         lambda c: {prefix + "selection_bias": c}, (prefix + "selection_bias",),
+                         meta={"adjoint": lambda v: v[prefix + "selection_bias"]}))  # fmt: skip
     gpt_oss = mlp.activation == "gpt_oss"
     if not gpt_oss or mlp.expert_bias:
         bias = "up_bias" if mlp.expert_bias else None
