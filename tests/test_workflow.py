@@ -81,7 +81,7 @@ def test_config_readme_has_every_key_with_its_schema_description():
 # a teacher-student task whose 3 heads do not divide d_model 16
 BAD_TRAINING_HEADS = (
     "training={tasks: [{task: teacher_student, attention: {d_model: 16}, heads: [3], seq_len: 8,"
-    " batch: 4, steps: 2, optimizers: [{name: sgd, algorithm: sgd, lr: 0.1}]}]}"
+    " batch: 4, steps: 2, noise: 0.1, optimizers: [{name: sgd, algorithm: sgd, lr: 0.1}]}]}"
 )
 
 

@@ -125,7 +125,7 @@ class Generators:
             for b in small:
                 if b < a:
                     continue
-                shared = supports[a] & supports[b] & set(mats[a]) & set(mats[b])
+                shared = sorted(supports[a] & supports[b] & set(mats[a]) & set(mats[b]))  # summed in a fixed order
                 if not shared:
                     continue
                 block = sum(mats[a][n].reshape(self.groups[a].n, -1) @ mats[b][n].reshape(self.groups[b].n, -1).mT for n in shared)
