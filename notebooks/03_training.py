@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 preset = "default"  # which preset's results to read when the notebook is opened by hand
-run = None  # the run to look at closely, e.g. {"task": "recall", "optimizer": "adam", "rebalance": "none",
+run = None  # the run to look at closely, e.g. {"task": "recall", "model": "own", "optimizer": "adam", "rebalance": "none",
 # "heads": 2, "seed": 0}; None = the run with the largest mean overlap
 
 # %%
@@ -52,14 +52,14 @@ except NameError:  # opened by hand (from the repository root or from notebooks/
 
 metrics = pd.read_parquet(paths["metrics"])
 summary = pd.read_parquet(paths["summary"])
-RUN = ["task", "optimizer", "rebalance", "heads", "seed"]
+RUN = ["task", "model", "optimizer", "rebalance", "heads", "seed"]
 print(f"{len(summary)} runs, {len(metrics)} metric rows")
 
 # %% [markdown]
 # ## Mean overlap by optimizer, rebalancing and heads (over seeds)
 
 # %%
-summary.groupby(["task", "optimizer", "rebalance", "heads"])[["mean_overlap_all", "chance_all", "final_loss"]].mean()
+summary.groupby(["task", "model", "optimizer", "rebalance", "heads"])[["mean_overlap_all", "chance_all", "final_eval_loss"]].mean()
 
 # %% [markdown]
 # ## Figures
@@ -71,17 +71,19 @@ for key in ("fig_overlap", "fig_loss", "fig_conserved"):
 # %% [markdown]
 # ## A closer look at one run
 #
-# The run chosen in the parameter cell (`run`: task, optimizer, rebalancing, heads and seed, see
-# `summary`); the plot shows the overlap of every attention layer with its chance level.
+# The run chosen in the parameter cell (`run`: task, model, optimizer, rebalancing, heads and seed, see
+# `summary`); the plot shows the overlap of every attention layer on the measured steps, with the run's
+# chance level.
 
 # %%
 chosen = run or summary.sort_values("mean_overlap_all").iloc[-1][RUN].to_dict()
 print(chosen)
-one = metrics.loc[(metrics[RUN] == pd.Series(chosen)).all(axis=1)]
+one = metrics.loc[(metrics[RUN] == pd.Series(chosen)).all(axis=1)].dropna(subset=["overlap_all"])
+chance = summary.loc[(summary[RUN] == pd.Series(chosen)).all(axis=1), "chance_all"].iloc[0]
 fig, ax = plt.subplots(figsize=(5, 2.5))
 for layer, rows in one.groupby("layer"):
     ax.plot(rows["step"], rows["overlap_all"], label=f"layer {layer}")
-    ax.axhline(rows["chance_all"].iloc[0], ls=":", color="0.5")
+ax.axhline(chance, ls=":", color="0.5", label="chance")
 ax.set_xlabel("step")
 ax.set_ylabel("overlap")
 ax.legend()
