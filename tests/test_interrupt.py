@@ -69,8 +69,8 @@ def test_interrupted_notebook_leaves_no_unexecuted_notebook(built):
 
 
 def test_interrupted_training_job_leaves_complete_outputs_or_none(built):
-    job = RESULTS / "training" / "jobs" / "recall" / "sgd"
-    log = RESULTS / "logs" / "training" / "recall" / "sgd.log"
+    job = RESULTS / "training" / "jobs" / "recall" / "own" / "h2"
+    log = RESULTS / "logs" / "training" / "recall" / "own" / "h2.log"
     (built / log).unlink(missing_ok=True)
     interrupt_while_running(built, "train_job", str(job / "summary.parquet"), log)
     outputs = [built / job / "metrics.parquet", built / job / "summary.parquet"]

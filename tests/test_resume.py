@@ -26,8 +26,7 @@ import pytest
 from worktree import copy_tree
 
 CONFIG = "config/smoke.yaml"
-TASK = "teacher_student"  # the cheapest task: one attention layer
-N_RUNS = 4  # the first jobs in path order: 2 finish, 1 is killed, 1 has not started
+N_RUNS = 4  # the first training jobs in path order: 2 finish, 1 is killed, 1 has not started
 pytestmark = pytest.mark.slow
 
 
@@ -36,15 +35,15 @@ def snakemake(work: Path, *args: str) -> list[str]:
 
 
 def run_targets(work: Path) -> list[str]:
-    """metrics.parquet of N_RUNS runs of TASK in the preset, from `snakemake --summary` (the rules decide)."""
+    """metrics.parquet of the first N_RUNS training jobs of the preset, from `snakemake --summary` (the rules
+    decide)."""
     out = subprocess.run(
         snakemake(work, "--summary", "--cores", "1", "all"), cwd=work, capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [line.split("\t") for line in out.stdout.splitlines()[1:]]
     runs = sorted(r[0] for r in rows if len(r) > 2 and r[2] == "train_job" and r[0].endswith("metrics.parquet"))
-    runs = [r for r in runs if f"/{TASK}/" in r]
-    assert len(runs) >= N_RUNS, f"expected at least {N_RUNS} {TASK} runs in {CONFIG}, got {runs}"
+    assert len(runs) >= N_RUNS, f"expected at least {N_RUNS} training jobs in {CONFIG}, got {runs}"
     return runs[:N_RUNS]
 
 
