@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tests" / "slurm" / "run.sh"
-RUN_TARGET = "results/smoke/training/jobs/teacher_student/sgd/metrics.parquet"
+RUN_TARGET = "results/smoke/training/jobs/teacher_student/own/h1/metrics.parquet"
 
 
 @pytest.mark.slurm
