@@ -24,8 +24,8 @@
 
 # %% tags=["parameters"]
 preset = "default"  # which preset's results to read when the notebook is opened by hand
-run = None  # the run to look at closely, e.g. {"task": "recall", "model": "own", "optimizer": "adam", "rebalance": "none",
-# "heads": 2, "seed": 0}; None = the run with the largest mean overlap
+run = None  # the run to look at closely, e.g. {"task": "recall", "model": "own", "optimizer": "adam",
+# "rebalance": "none", "heads": 2, "seed": 0}; None = the run with the largest mean overlap
 
 # %%
 import json
@@ -36,8 +36,8 @@ import pandas as pd
 from IPython.display import Image, display
 
 try:  # executed by Snakemake's notebook directive
-    paths = dict(snakemake.input.items())  # noqa: F821
-    summary_path = snakemake.output.summary  # noqa: F821
+    paths = dict(snakemake.input.items())
+    summary_path = snakemake.output.summary
 except NameError:  # opened by hand (from the repository root or from notebooks/)
     root = Path.cwd() if Path("Snakefile").exists() else Path.cwd().parent
     results = root / "results" / preset
@@ -59,7 +59,8 @@ print(f"{len(summary)} runs, {len(metrics)} metric rows")
 # ## Mean overlap by optimizer, rebalancing and heads (over seeds)
 
 # %%
-summary.groupby(["task", "model", "optimizer", "rebalance", "heads"])[["mean_overlap_all", "chance_all", "final_eval_loss"]].mean()
+cells = summary.groupby(["task", "model", "optimizer", "rebalance", "heads"])
+cells[["mean_overlap_all", "chance_all", "final_eval_loss"]].mean()
 
 # %% [markdown]
 # ## Figures

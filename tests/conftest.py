@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from worktree import copy_tree
 
 TEX_MISSING = "latexmk or pdftotext missing: apt-get install latexmk texlive-latex-recommended poppler-utils"

@@ -89,7 +89,7 @@ def test_rope_is_relative():
     gen = torch.Generator().manual_seed(2)
     q, k = torch.randn(5, 4, generator=gen, dtype=torch.float64), torch.randn(5, 4, generator=gen, dtype=torch.float64)
     angles = rope_angles(spec, 8, torch.float64, "cpu")  # (8, 2)
-    at = lambda a: apply_rope(q, a) @ apply_rope(k, a).T  # noqa: E731
+    at = lambda a: apply_rope(q, a) @ apply_rope(k, a).T
     torch.testing.assert_close(at(angles[3:]), at(angles[:5]))
     assert not torch.allclose(at(angles[:5]), q @ k.T)  # and it does rotate
 

@@ -56,11 +56,11 @@ def metrics():
         steps = np.arange(0, 40, 4)
         for layer in [0] if task == "teacher_student" else [0, 1]:
             overlap = np.full(len(steps), 1e-16 if opt == "sgd" else 0.1 * (1 + seed + layer))
-            frames.append(pd.DataFrame(dict(
-                task=task, optimizer=opt, rebalance=mode, heads=heads, seed=seed, layer=layer, step=steps,
-                loss=np.exp(-steps / 20) + seed, eval_loss=np.where(steps % 20 == 0, 1.0, np.nan), overlap_all=overlap,
-                chance_all=1 / heads, drift_query_key=1e-3 * steps, drift_value_output=2e-3 * steps,
-            )))  # fmt: skip
+            frames.append(pd.DataFrame({
+                "task": task, "optimizer": opt, "rebalance": mode, "heads": heads, "seed": seed, "layer": layer, "step": steps,
+                "loss": np.exp(-steps / 20) + seed, "eval_loss": np.where(steps % 20 == 0, 1.0, np.nan), "overlap_all": overlap,
+                "chance_all": 1 / heads, "drift_query_key": 1e-3 * steps, "drift_value_output": 2e-3 * steps,
+            }))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
 
 
@@ -89,7 +89,7 @@ def test_ratio_figure_draws_the_exact_counts_and_the_measured_points(ratios):
 
 
 def test_architectures_figure_shows_the_identified_share():
-    arch = pd.DataFrame(dict(model=["A", "B"], n_heads=[4, 8], total=[100, 200], identified=[75, 190], model_unidentified=[25e6, 1e4]))
+    arch = pd.DataFrame({"model": ["A", "B"], "n_heads": [4, 8], "total": [100, 200], "identified": [75, 190], "model_unidentified": [25e6, 1e4]})
     fig = fig_architectures.plot(arch)
     dots = fig.axes[0].lines[0]
     assert np.allclose(sorted(dots.get_xdata()), [75.0, 95.0])
@@ -101,7 +101,7 @@ def spectra():
     rows = []
     for label, P, N in (("d8_h2_g2_k4_v4_r0_bnone", 256, 64), ("d4_h2_g1_k6_v6_r2_bqkv", 140, 50)):
         sigma = np.r_[np.geomspace(1, 1e-3, P - N), np.full(N, 1e-17)]
-        rows += [dict(label=label, index=i + 1, sigma=s, predicted_rank=P - N, rank_rtol=1e-10)
+        rows += [{"label": label, "index": i + 1, "sigma": s, "predicted_rank": P - N, "rank_rtol": 1e-10}
                  for i, s in enumerate(sigma)]  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -109,9 +109,9 @@ def spectra():
 @pytest.fixture(scope="module")
 def whole_model():
     """Synthetic results/tables/whole_model.csv: three models, one source (embeddings) far below a visible bar."""
-    return pd.DataFrame(dict(name=["A-1B", "B-7B", "C-70B"], model=["a", "b", "c"], status="ok", ratio=[0.01, 0.002, 0.0007],
-                             unidentified=[1000, 2000, 4000], src_attention=[800, 600, 1000], src_residual_rotations=[100, 1300, 2900],
-                             src_norm_gain=[99, 100, 100], src_embeddings=[1, 0, 0]))  # fmt: skip
+    return pd.DataFrame({"name": ["A-1B", "B-7B", "C-70B"], "model": ["a", "b", "c"], "status": "ok", "ratio": [0.01, 0.002, 0.0007],
+                             "unidentified": [1000, 2000, 4000], "src_attention": [800, 600, 1000], "src_residual_rotations": [100, 1300, 2900],
+                             "src_norm_gain": [99, 100, 100], "src_embeddings": [1, 0, 0]})  # fmt: skip
 
 
 def test_spectrum_legend_names_each_spec_in_words(spectra):
@@ -134,8 +134,8 @@ def test_whole_model_figure_names_the_sources_it_cannot_draw(whole_model):
 def test_ratio_and_architectures_figures_print_at_their_width(ratios):
     points = ratios[["label", "ratio"]].rename(columns={"ratio": "ratio_measured"})
     assert_printable(fig_ratio.plot(ratios, points), "ratio")
-    arch = pd.DataFrame(dict(model=["A", "B"], n_heads=[4, 8], total=[100, 200], identified=[75, 190],
-                             model_unidentified=[25e6, 1e4]))  # fmt: skip
+    arch = pd.DataFrame({"model": ["A", "B"], "n_heads": [4, 8], "total": [100, 200], "identified": [75, 190],
+                             "model_unidentified": [25e6, 1e4]})  # fmt: skip
     fig = fig_architectures.plot(arch)
     assert any(t.get_text() == "identified\n(unidentified)" for t in fig.axes[0].texts)
     assert_printable(fig, "architectures")

@@ -6,13 +6,13 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
-import torch  # noqa: E402
+import torch
 
-from attnid.hf.check import check_config, real_class, tiny_config  # noqa: E402
-from attnid.hf.mapping import model_spec  # noqa: E402
-from attnid.model.counting import count_model  # noqa: E402
-from attnid.model.real import SEQ_LEN, real_config  # noqa: E402
-from attnid.spec import SpecError  # noqa: E402
+from attnid.hf.check import check_config, real_class, tiny_config
+from attnid.hf.mapping import model_spec
+from attnid.model.counting import count_model
+from attnid.model.real import SEQ_LEN, real_config
+from attnid.spec import SpecError
 
 DENSE = (
     "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3", "ministral", "ministral3",

@@ -6,8 +6,8 @@ of them against the Jacobian; these tests pin what the mapping reads."""
 import math
 
 import pytest
-from transformers import CONFIG_MAPPING
 
+from attnid.hf.coverage import default_config
 from attnid.hf.mapping import REFUSED, SUPPORTED_MODEL_TYPES, model_spec
 from attnid.model import MLPSpec, MoESpec
 from attnid.model.counting import count_attention_layers, count_model
@@ -24,14 +24,13 @@ CLASS_DEFAULT_TYPES = (
 
 
 def spec_of(mt, **overrides):
-    return model_spec({**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt, **overrides})
+    return model_spec({**default_config(mt), **overrides})
 
 
 def test_every_type_maps_and_counts_its_attention():
     for mt in CLASS_DEFAULT_TYPES:
         assert mt in SUPPORTED_MODEL_TYPES
-        extra = {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2} if mt == "dots1" else {}
-        spec = spec_of(mt, **extra)
+        spec = spec_of(mt)
         assert count_attention_layers(spec).unidentified > 0, mt
 
 

@@ -127,9 +127,9 @@ def test_no_unresolved_references_or_missing_pieces(built):
 
 # --- Layout and names: the paper a referee reads -----------------------------------------------------
 
-OVERFULL = re.compile(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", re.M)
+OVERFULL = re.compile(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", re.MULTILINE)
 MAX_OVERFULL_PT = 2.0
-FLOAT = re.compile(r"\\begin\{(figure\*?|table\*?)\}(.*?)\\end\{\1\}", re.S)
+FLOAT = re.compile(r"\\begin\{(figure\*?|table\*?)\}(.*?)\\end\{\1\}", re.DOTALL)
 # Names a reader cannot decode: the sweep's config ids and spec labels (attnid.spec.AttentionSpec.label).
 CONFIG_ID = re.compile(r"teacher\\?_student|sgd\\?_wd|sgd\\?_momentum|adam\\?_shared|\bd\d+\\?_h\d+\\?_g\d+")
 
@@ -209,7 +209,7 @@ def pdf_width_and_font_sizes(path: Path) -> tuple[float, list[float]]:
     data = path.read_bytes()
     box = [float(x) for x in re.search(rb"/MediaBox\s*\[([^\]]*)\]", data).group(1).split()]
     sizes = []
-    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
         try:
             text = zlib.decompress(m.group(1))
         except zlib.error:

@@ -9,7 +9,17 @@ count of each task. Diverged runs are left out and counted in a footnote.
 import textwrap
 
 import pandas as pd
-from figtraining import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable, with_settings
+from figtraining import (
+    OPTIMIZER_NAMES,
+    REBALANCE_NAMES,
+    TASK_NAMES,
+    band,
+    draw_band,
+    names,
+    note_diverged,
+    readable,
+    with_settings,
+)
 
 from attnid.report.seeds import at_largest_heads
 from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style

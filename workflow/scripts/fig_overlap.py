@@ -27,12 +27,12 @@ from figtraining import (
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 # the chance level: black ticks at the measured H joined by a dashed line (one tick where a task has one H)
-CHANCE = dict(color="k", ls="--", marker="_", ms=12, mew=1.2, lw=0.9, label="chance $(\\dim T / P)^{1/2}$")
+CHANCE = {"color": "k", "ls": "--", "marker": "_", "ms": 12, "mew": 1.2, "lw": 0.9,
+          "label": "chance $(\\dim T / P)^{1/2}$"}  # fmt: skip
 
 
 def plot(summary: pd.DataFrame):
     summary = with_settings(summary)
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     use_style()

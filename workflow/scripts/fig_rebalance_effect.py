@@ -10,8 +10,18 @@ Holm's correction).
 """
 
 import pandas as pd
-from figtraining import CI, OPTIMIZER_SHORT, PALETTE_ORDER, REBALANCE_NAMES, TASK_NAMES, names, readable, short
-from figtraining import slanted, with_settings
+from figtraining import (
+    CI,
+    OPTIMIZER_SHORT,
+    PALETTE_ORDER,
+    REBALANCE_NAMES,
+    TASK_NAMES,
+    names,
+    readable,
+    short,
+    slanted,
+    with_settings,
+)
 
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 

@@ -36,4 +36,4 @@ def plot(spectra: pd.DataFrame):
 if __name__ == "__main__" and "snakemake" in globals():
     from figlib import main
 
-    main(snakemake, plot)  # noqa: F821
+    main(snakemake, plot)

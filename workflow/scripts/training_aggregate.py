@@ -25,8 +25,8 @@ from attnid.training import analysis
 from attnid.training.runs import RUN_KEYS
 from attnid.training.sweep import (
     SUMMARY_COLUMNS,
-    convergence_table,
     converged,
+    convergence_table,
     diverged_runs,
     overlap_table,
     sanity_checks,

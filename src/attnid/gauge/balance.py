@@ -35,8 +35,8 @@ from ..layout import Layout
 from ..model.blocks import MLPSpec, MoESpec
 from ..symmetry import balance as balance_layer
 from ..symmetry import balance_product
-from ..symmetry.stacks import vo_stack, vo_unstack
 from ..symmetry.linalg import nonzero
+from ..symmetry.stacks import vo_stack, vo_unstack
 from .operator import Generators, Projection
 from .point import DTYPE, Point
 from .sources import generators

@@ -202,6 +202,6 @@ def orthonormal_rows(M: torch.Tensor) -> tuple[torch.Tensor, dict]:
         return M, {"rank": 0, "sigma_kept": math.nan, "sigma_dropped": 0.0, "gap": math.inf, "margin": math.nan}
     norms = M.norm(dim=1, keepdim=True)
     Mn = M / norms.clamp_min(torch.finfo(DTYPE).tiny)
-    U, s, Vh = torch.linalg.svd(Mn, full_matrices=False)
+    _, s, Vh = torch.linalg.svd(Mn, full_matrices=False)
     info = numerical_rank(s)
     return Vh[: info["rank"]], info

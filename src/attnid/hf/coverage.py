@@ -71,10 +71,15 @@ def category_of(reason: str) -> str:
     return head if head in CATEGORIES else OTHER
 
 
-# Keys a config class leaves None though its model class needs them (transformers 5.24), set to the published
-# model's values so that the class builds: Dots1Config names no routed experts (rednote-hilab/dots.llm1.base,
-# config.json: 128 routed, 6 chosen, 2 shared).
-CLASS_DEFAULT_GAPS = {"dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2}}
+# Keys a config class leaves None though its model class needs them (transformers 5.24), set so that the class
+# builds: Dots1Config names no routed experts (rednote-hilab/dots.llm1.base, config.json: 128 routed, 6 chosen,
+# 2 shared); DbrxAttention stores attn_config.rope_theta, which DbrxAttentionConfig's defaults do not set
+# (models/dbrx/modeling_dbrx.py; the rotary tables read rope_parameters, so any value builds the same model; the
+# published configs set 500000).
+CLASS_DEFAULT_GAPS = {
+    "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
+    "dbrx": {"attn_config": {"rope_theta": 500000.0}},
+}
 
 
 def default_config(mt: str) -> dict:
@@ -90,14 +95,16 @@ def default_config(mt: str) -> dict:
         cfg = {**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt}
     finally:
         logging.set_verbosity(level)
-    for key, value in CLASS_DEFAULT_GAPS.get(mt, {}).items():
-        if cfg.get(key) is None:
+    return _filled(cfg, CLASS_DEFAULT_GAPS.get(mt, {}))
+
+
+def _filled(cfg: dict, gaps: dict) -> dict:
+    """cfg with every key of gaps that it leaves None or lacks set (sub-configs filled key by key)."""
+    for key, value in gaps.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = _filled(dict(cfg[key]), value)
+        elif cfg.get(key) is None:
             cfg[key] = value
-    if mt == "dbrx" and isinstance(cfg.get("attn_config"), dict):
-        # DbrxAttention stores attn_config.rope_theta, which DbrxAttentionConfig's defaults do not set
-        # (transformers 5.24, models/dbrx/modeling_dbrx.py); the rotary tables read rope_parameters, so any value
-        # builds the same model. The published configs set it (databricks/dbrx-base: 500000).
-        cfg["attn_config"] = {"rope_theta": cfg.get("rope_parameters", {}).get("rope_theta", 10000.0), **cfg["attn_config"]}
     return cfg
 
 
@@ -126,7 +133,7 @@ def counted(mt: str) -> tuple[str, str]:
         spec = model_spec(default_config(mt))
     except SpecError as err:
         return "default config refused", f"it does not map: {err}"
-    except Exception as err:  # the config class itself fails on its defaults
+    except Exception as err:  # noqa: BLE001 -- the config class itself fails on its defaults
         return "default config refused", f"its config class fails: {type(err).__name__}: {err}"
     if spec.not_modelled:
         return "layers only", "; ".join(f"{key}: {why}" for key, why in spec.not_modelled)
@@ -219,7 +226,7 @@ def check_rows(mt: str, seed: int = 0, oversample: float = 3.0) -> list[dict]:
         rows = check_config(cfg, seed=seed, oversample=oversample)
     except SpecError as err:
         rows = [{"part": "config", "verdict": "refused", "reason": str(err)}]
-    except Exception as err:  # the library's own class failed on the shrunk config
+    except Exception as err:  # noqa: BLE001 -- the library's own class failed on the shrunk config
         rows = [{"part": "config", "verdict": "error", "reason": f"{type(err).__name__}: {err}"}]
     if "seconds" not in rows[0]:
         rows[0]["seconds"] = time.perf_counter() - start

@@ -46,7 +46,7 @@ def _class_defaults(mt: str) -> dict:
 
     try:
         return CONFIG_MAPPING[mt]().to_dict()
-    except Exception:  # a class that needs arguments: only the config's own keys are shrunk
+    except Exception:  # noqa: BLE001 -- a class that needs arguments: only the config's own keys are shrunk
         return {}
 
 
@@ -123,7 +123,7 @@ def tiny_config(cfg: dict) -> dict:
     if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
         kinds = ["local" if spec.layer_specs[i].attention.sliding_window else "global" for i in kept]
         tiny["attention_types"] = [[[kind], 1] for kind in kinds]
-    if "sliding_window_pattern" in tiny and tiny["sliding_window_pattern"]:
+    if tiny.get("sliding_window_pattern"):
         tiny["sliding_window_pattern"] = 2
     if tiny.get("max_window_layers") is not None:
         tiny["max_window_layers"] = 1

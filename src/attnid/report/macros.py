@@ -21,7 +21,6 @@ import pandas as pd
 from .latex import defined_names, escape, macros, number
 from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
-
 # LaTeX's own commands that start with a capital letter (Greek, arrows, sizes, logos, accents).
 LATEX_CAPITALISED = frozenset(
     [

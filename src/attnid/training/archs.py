@@ -65,9 +65,8 @@ def build_module(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n
 
     cfg = hf_config(model, spec, n_tokens, seq_len, n_layers, mlp_ratio)
     config = real_config(cfg)
-    if model == "llama":  # the rope base of this transformers version's config (rope_parameters in 5.x)
-        if getattr(config, "rope_parameters", None):
-            config.rope_parameters["rope_theta"] = ROPE_BASE
+    if model == "llama" and getattr(config, "rope_parameters", None):  # the rope base (rope_parameters in 5.x)
+        config.rope_parameters["rope_theta"] = ROPE_BASE
     with torch.device("cpu"):
         module = getattr(transformers, CLASSES[model])(config)
     return prepare_module(module)

@@ -65,7 +65,7 @@ from .metrics import Measurements, chance_levels
 from .nets import TORCH_DTYPES, Net, make_task
 from .runs import METRIC_COLUMNS, RunConfig, measured_steps
 from .sweep import plateau_change, summarize_run
-from .tasks import STREAM_EVAL, STREAM_PROBE
+from .tasks import STREAM_PROBE
 
 COLUMNS = METRIC_COLUMNS[2:]
 __all__ = ["TORCH_DTYPES", "RunDiverged", "build", "make_optimizer", "train"]

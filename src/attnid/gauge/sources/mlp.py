@@ -116,10 +116,9 @@ def _dense_units(point: Point, layer: int, mlp: MLPSpec) -> list[Group]:
             weak = point.spec.norm_eps > 0
             out.append(_scaling(point, "mlp_norm_scale", prefix + "up.common_scale", side("up", 0.0)[: 1 + mlp.bias], weak))
         return out
-    if mlp.kind in ("relu", "swiglu", "geglu", "relu2glu"):
-        out.append(_units(point, prefix, "up", "up_bias" if mlp.bias else None, "down", False, "mlp_hidden", 0))
-    if mlp.kind == "relu2":
-        out.append(_scaling(point, "mlp_hidden", prefix + "up.units", side("up", -2.0)))
+    degree = {"relu": 1.0, "swiglu": 1.0, "geglu": 1.0, "relu2glu": 1.0, "relu2": 2.0}.get(mlp.kind)
+    if degree:  # the up side: h is homogeneous of this degree in the unit's up column
+        out.append(_scaling(point, "mlp_hidden", prefix + "up.units", side("up", -degree)))
     if mlp.kind == "relu2glu":
         out.append(_scaling(point, "mlp_hidden", prefix + "gate.units", side("gate", -2.0)))
     return out  # GELU, SiLU: none

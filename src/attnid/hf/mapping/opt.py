@@ -34,9 +34,11 @@ POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
 # the rotations along them are identified below float64's resolution and a float64 Jacobian finds them free.
 SINUSOIDAL_FLOAT64 = (
     "positions",
-    "fixed sinusoidal positions: their rows are nearly dependent in float64 (XGLM at d 1024, 2048 positions: 704"
-    " of 1023 centred directions below 1e-10), so the stream rotations the count holds identified are not"
-    " resolved by a float64 Jacobian: not modelled",
+    (
+        "fixed sinusoidal positions: their rows are nearly dependent in float64 (XGLM at d 1024, 2048 positions: 704"
+        " of 1023 centred directions below 1e-10), so the stream rotations the count holds identified are not"
+        " resolved by a float64 Jacobian: not modelled"
+    ),
 )
 
 

@@ -57,7 +57,16 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
 from .keys import (
-    head_sizes, layer_types, mlp_kind, partial_factor, read_flag, read_float, read_int, read_section, read_str, rope,
+    head_sizes,
+    layer_types,
+    mlp_kind,
+    partial_factor,
+    read_flag,
+    read_float,
+    read_int,
+    read_section,
+    read_str,
+    rope,
     routed_layers,
 )  # fmt: skip
 

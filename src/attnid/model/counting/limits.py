@@ -61,8 +61,8 @@ def _check_embedding_side(spec) -> None:
         raise SpecError("mlm_head", "the masked-LM head is modelled on post-LN models only (BERT)")
     if spec.embedding_norm and spec.norm_position == "pre":
         for field, bad, why in (
-            ("norm", spec.norm != ("layernorm" if spec.norm_gain else "rmsnorm"), "is modelled with LayerNorm"
-             " (BLOOM) or RMSNorm without a gain (NanoChat) only"),
+            ("norm", spec.norm != ("layernorm" if spec.norm_gain else "rmsnorm"),
+             "is modelled with LayerNorm (BLOOM) or RMSNorm without a gain (NanoChat) only"),
             ("final_norm", not spec.final_norm, "is modelled with a final norm only"),
             ("positions", spec.positions == "learned", "is modelled without learned positions (BLOOM: ALiBi)"),
             ("parallel", spec.parallel, "is modelled with sequential blocks only"),

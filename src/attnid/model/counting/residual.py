@@ -99,11 +99,8 @@ def residual_gauge(spec, stream: Stream) -> tuple[int, int]:
     if spec.positions == "sinusoidal":  # a final norm is required (limits): only the rotations fixing the table
         free = stream.d_c - min(spec.seq_len - 1, stream.d_c)
         rotations, scales = (0 if spec.tied else free * (free - 1) // 2), 0
-    elif spec.tied:
-        if not spec.final_norm:
-            rotations, scales = rotations, 0
-        else:
-            rotations, scales = (0, 1) if spec.norm_gain else (rotations, 0)
+    elif spec.tied:  # the scale survives behind a final norm with a gain; else every rotation does
+        rotations, scales = (0, 1) if spec.final_norm and spec.norm_gain else (rotations, 0)
     else:
         rotations, scales = rotations + (0 if spec.final_norm or spec.norm != "layernorm" else spec.d_model), 1
     if spec.embedding_norm and not spec.norm_gain:
