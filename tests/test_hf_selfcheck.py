@@ -4,7 +4,7 @@
   tiny config's real class, built on the meta device, has exactly the parameters of its ModelSpec, so no
   parameter is left out of a count.
 * The full self-check of every mapped type (the real class's Jacobian against the count) is opt-in
-  (`pytest -m selfcheck`, minutes each); the default run checks three representative types.
+  (`pytest -m selfcheck`, minutes each); the default run checks one representative type.
 * It runs with the network blocked and never runs a config's remote code; a config it cannot shrink is
   refused, naming the key that keeps it large.
 """
@@ -27,10 +27,11 @@ from attnid.model.counting import count_model
 from attnid.model.real import SEQ_LEN
 
 MAPPED = [t for t in SUPPORTED_MODEL_TYPES if t in CONFIG_MAPPING]  # Falcon's legacy aliases are no transformers type
-# Representative types whose full self-check runs by default (CPU seconds measured on the 2-core machine):
-# GPT-2 (learned positions, LayerNorm, every bias), Qwen3 (q/k norms: weakly identified directions), BERT
-# (post-LN, a masked-LM head, eps 1e-12 measured at MIN_EPS).
-DEFAULT_RUN = ("gpt2", "qwen3", "bert")
+# The representative type whose full self-check runs by default: Qwen3 (q/k norms: weakly identified directions).
+# GPT-2 (learned positions, LayerNorm, every bias; 76 s) and BERT (post-LN, a masked-LM head, eps 1e-12 measured
+# at MIN_EPS; 141 s) run with the others under `-m selfcheck` (CI's budget); GPT-2's real whole model is still
+# measured by default (tests/test_whole_model_real.py), BERT's in the pipeline's whole_model cases (bert_mlm).
+DEFAULT_RUN = ("qwen3",)
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnid"
 
 

@@ -1,28 +1,50 @@
-"""results/tables/hf_coverage.tex/.csv: the self-check of each configured model type, one row per part.
+"""results/tables/hf_coverage.tex/.csv: the self-check of each configured model type.
 
-The model type (and the config measured: its class defaults, or a stored published config where those do not
-map), the part (an attention layer, the whole model), P, the count, the measured P - rank J, the weakly
-identified directions (count / measured), the gap and margin in decades, and the verdict.
+The CSV has one row per type and part (an attention layer, the whole model): the config measured (its class
+defaults, or a stored published config where those do not map), P, the count, the measured P - rank J, the
+weakly identified directions (count / measured), the gap and margin in decades, the verdict and, for a part the
+count refuses, why. The TeX has one row per type (* where it is a stored published config), so that every mapped type fits one page: the layer parts
+that agree (of those checked), then the whole model's P, count, measured, weak (count / measured) and gap,
+set as two tables side by side (the first half of the types, then the second).
 """
 
-from attnid.io import log_to, read_result
-from attnid.report.latex import write_table
+import pandas as pd
+
+from attnid.io import atomic_write_text, log_to, read_result
+from attnid.report.latex import booktabs
 
 log_to(snakemake.log[0])
 df = read_result(snakemake.input.coverage, columns=["model_type", "config", "part", "verdict", "P", "count"])
 df["model type"] = df["model_type"].where(df["config"] == "default", df["model_type"] + " (" + df["config"] + ")")
 weak = df["weak_count"].astype("Int64").astype(str) + " / " + df["weak_measured"].astype("Int64").astype(str)
-table = df.assign(weak=weak.where(df["weak_count"].notna()))[
-    ["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "verdict"]
-].rename(columns={"P": "$P$", "weak": "weak (count / meas.)", "gap": "gap (dec.)", "margin": "margin (dec.)"})
-integers = ["$P$", "count", "measured"]
-table[integers] = table[integers].astype("Int64")
-table = table.astype(object).where(table.notna(), None)  # a part the check refuses has no numbers: '--'
-write_table(
-    table,
-    snakemake.output.tex,
-    snakemake.output.csv,
-    formats={"$P$": ",", "gap (dec.)": ".1f", "margin (dec.)": ".1f"},
-    align="llrrrcrrl",
-)
-print(table.to_string(index=False))
+df["weak"] = weak.where(df["weak_count"].notna())
+full = df[["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "verdict", "reason"]]
+atomic_write_text(snakemake.output.csv, full.to_csv(index=False))
+
+
+def per_type(group: pd.DataFrame) -> dict:
+    """One type's row: its layer parts that agree / were checked, and its whole model's numbers."""
+    layers = group[group["part"] != "whole model"]
+    whole = group[group["part"] == "whole model"]
+    stored = group["config"].iloc[0] != "default"  # marked *: a stored published config (named in the CSV)
+    row = {"model type": group["model_type"].iloc[0] + ("*" if stored else ""), "layers": f"{(layers['verdict'] == 'agree').sum()}/{len(layers)}"}
+    w = whole.iloc[0] if len(whole) else None
+    agreed = w is not None and w["verdict"] == "agree"
+    for key, col in (("$P$", "P"), ("count", "count"), ("meas.", "measured"), ("weak", "weak"), ("gap", "gap")):
+        row[key] = w[col] if agreed else None
+    row["model"] = "agree" if agreed else ("refused" if w is not None else "--")
+    return row
+
+
+compact = pd.DataFrame([per_type(g) for _, g in df.groupby("model_type", sort=False)])
+for col in ("$P$", "count", "meas."):
+    compact[col] = compact[col].astype("Int64")
+compact = compact.astype(object).where(compact.notna(), None)  # a refused whole model has no numbers: '--'
+half = (len(compact) + 1) // 2
+tables = [
+    booktabs(part, formats={"$P$": ",", "gap": ".1f"}, align="lcrrrcrl").replace(r"\begin{tabular}", r"\begin{tabular}[t]", 1)
+    for part in (compact.iloc[:half], compact.iloc[half:])
+    if len(part)
+]
+atomic_write_text(snakemake.output.tex, "%\n\\hfill\n".join(t.rstrip() for t in tables) + "\n")
+print(full.to_string(index=False))

@@ -251,8 +251,8 @@ def real_config(cfg: dict):
 
 def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:
     """A real module made measurable: float64, eval, embeddings without a padding row, routers recording their
-    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula; eps overrides the norms' (OLMo's,
-    written into its forward, by the same formula at that eps)."""
+    loads (`attnid.model.forward.expert_loads`), BLOOM's GELU as its plain formula, DBRX's experts gathered; eps
+    overrides the norms' (OLMo's, written into its forward, by the same formula at that eps)."""
     model = model.to(DTYPE).eval()
     for sub in model.modules():  # a router returns (..., expert ids): its loads for attnid.model.forward.expert_loads
         if type(sub).__name__.lower().endswith("router") and hasattr(sub, "num_experts"):
@@ -262,6 +262,8 @@ def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn
             sub.padding_idx = None
         if type(sub).__name__ == "BloomGelu":  # its autograd.Function has no functorch rule: the same formula, plain
             sub.forward = sys.modules[type(sub).__module__].bloom_gelu_forward
+        if type(sub).__name__ == "DbrxExperts":  # loops over the experts hit (data-dependent): the same sum, gathered
+            sub.forward = functools.partial(_dbrx_experts_gathered, sub)
         if eps is not None:
             for attr in ("variance_epsilon", "eps"):
                 if isinstance(getattr(sub, attr, None), float):
@@ -269,6 +271,20 @@ def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn
             if type(sub).__name__ == "OlmoLayerNorm":  # eps 1e-5 is written into its forward: the same formula
                 sub.forward = functools.partial(_layer_norm_without_parameters, sub.normalized_shape, eps)
     return model
+
+
+def _dbrx_experts_gathered(experts, hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+    """DbrxExperts.forward (models/dbrx/modeling_dbrx.py, transformers 5.24) without its loop over the experts hit:
+    out_n = sum_j w_nj W2_e^T (act(W1_e x_n) * (V1_e x_n)), e = top_k_index[n, j], each expert's (F, D) blocks of
+    the stacked w1, v1, w2 gathered per (token, choice). hidden (B, T, D) -> (B, T, D)."""
+    B, D = hidden.shape[0], experts.hidden_size
+    x = hidden.reshape(-1, D)  # (N, D)
+    split = (experts.num_experts, experts.ffn_hidden_size, D)
+    w1, v1, w2 = (getattr(experts.mlp, n).view(split)[top_k_index] for n in ("w1", "v1", "w2"))  # (N, k, F, D)
+    gate = experts.mlp.activation_fn(torch.einsum("nd,nkfd->nkf", x, w1))
+    up = torch.einsum("nd,nkfd->nkf", x, v1)
+    out = torch.einsum("nkf,nkfd->nkd", gate * up, w2)  # (N, k, D)
+    return (out * top_k_weights[..., None]).sum(1).view(B, -1, D)
 
 
 def _layer_norm_without_parameters(shape, eps: float, x: torch.Tensor) -> torch.Tensor:
