@@ -146,8 +146,9 @@ def test_refused_by_key():
         pytest.param("stablelm", {"qk_layernorm": True}, marks=pytest.mark.selfcheck),  # a q/k LayerNorm per head
         ("hunyuan_v1_dense", {}),  # q/k RMSNorm after RoPE
         # RMSNorms without a gain, one on the embeddings; at the class's eps 1e-6 one of the 40 weakly identified
-        # directions (the embedding rows' scales) falls under the rank tolerance, at 1e-3 all are resolved
-        ("nanochat", {"rms_norm_eps": 1e-3}),
+        # directions (its singular value ~5e-3 eps^2) falls under the rank tolerance, and the check re-measures
+        # the whole model at eps 1e-4, then 1e-2, where all are resolved (attnid.hf.check.EPS_STEP)
+        ("nanochat", {}),
         pytest.param("glm4", {}, marks=pytest.mark.selfcheck),  # output norms behind q/k/v biases
         ("smollm3", {}),  # layers without RoPE
         ("bitnet", {}),  # norms on the heads' output and on the MLP's hidden units
@@ -156,3 +157,5 @@ def test_refused_by_key():
 def test_self_check_agrees_on_the_real_class(mt, overrides):
     rows = check_config(defaults(mt, **overrides))
     assert [r["verdict"] for r in rows] == ["agree"] * len(rows), rows
+    if mt == "nanochat":  # resolved only at a larger eps: the row says at which
+        assert rows[-1]["measured_eps"] == 1e-2
