@@ -202,3 +202,14 @@ def test_real_routers_run_in_float64(name):
         model.forward(model.theta, torch.arange(6) % 16)
     assert dtypes and set(dtypes) == {torch.float64}
     assert loads and all(int(x.sum()) == 6 * model.module.config.num_experts_per_tok for x in loads)
+
+
+def test_a_real_class_without_a_name_map_gets_a_one_sided_certificate_row():
+    """DeepSeek's routed experts have no parameter-name map yet: its whole-model row says so (the Jacobian's side
+    only) instead of stopping the whole-model grid."""
+    from attnid.gauge.certificate import real_certificate
+    from attnid.model.real import tiny_spec
+
+    row = real_certificate("deepseek_v3_moe", tiny_spec("deepseek_v3_moe"), None, None, 1.0)
+    assert row["two_sided"] is False and row["generators_agree"] is None
+    assert row["generators_note"].startswith("not written: n_routed_experts:")
