@@ -2,10 +2,11 @@
 
 The CSV has one row per type and part (an attention layer, the whole model): the config measured (its class
 defaults, or a stored published config where those do not map), P, the count, the measured P - rank J, the
-weakly identified directions (count / measured), the gap and margin in decades, the verdict and, for a part the
-count refuses, why. The TeX has one row per type (* where it is a stored published config), so that every mapped type fits one page: the layer parts
-that agree (of those checked), then the whole model's P, count, measured, weak (count / measured) and gap,
-set as two tables side by side (the first half of the types, then the second).
+weakly identified directions (count / measured), the gap and margin in decades, the eps measured at (empty: the
+config's own; attnid.hf.check, MIN_EPS and EPS_STEP), the verdict and, for a part the count refuses, why.
+The TeX has one row per type (* where it is a stored published config), so that every mapped type fits one
+page: the layer parts that agree (of those checked), then the whole model's P, count, measured, weak (count /
+measured) and gap, set as two tables side by side (the first half of the types, then the second).
 """
 
 import pandas as pd
@@ -18,7 +19,7 @@ df = read_result(snakemake.input.coverage, columns=["model_type", "config", "par
 df["model type"] = df["model_type"].where(df["config"] == "default", df["model_type"] + " (" + df["config"] + ")")
 weak = df["weak_count"].astype("Int64").astype(str) + " / " + df["weak_measured"].astype("Int64").astype(str)
 df["weak"] = weak.where(df["weak_count"].notna())
-full = df[["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "verdict", "reason"]]
+full = df[["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "measured_eps", "verdict", "reason"]]
 atomic_write_text(snakemake.output.csv, full.to_csv(index=False))
 
 
