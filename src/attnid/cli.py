@@ -265,7 +265,7 @@ def run_check(args) -> int:
         rows = check_config(cfg, seed=args.seed, oversample=args.oversample, whole=not args.layers_only, log=log)
     except SpecError as err:
         raise UsageError(f"{args.hf_config or args.model or args.model_type}: {err}") from None
-    except Exception as err:  # the library's own class failed on the tiny config: say so in one line
+    except Exception as err:  # noqa: BLE001 -- the library's own class failed on the tiny config: say so in one line
         where = args.hf_config or args.model or args.model_type
         raise UsageError(
             f"{where}: the transformers class failed on the shrunk config ({type(err).__name__}: {err})"
