@@ -19,7 +19,8 @@ df = read_result(snakemake.input.coverage, columns=["model_type", "config", "par
 df["model type"] = df["model_type"].where(df["config"] == "default", df["model_type"] + " (" + df["config"] + ")")
 weak = df["weak_count"].astype("Int64").astype(str) + " / " + df["weak_measured"].astype("Int64").astype(str)
 df["weak"] = weak.where(df["weak_count"].notna())
-full = df[["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "measured_eps", "verdict", "reason"]]
+columns = ["model type", "part", "P", "count", "measured", "weak", "gap", "margin", "measured_eps", "verdict", "reason"]
+full = df[columns]
 atomic_write_text(snakemake.output.csv, full.to_csv(index=False))
 
 
@@ -28,7 +29,8 @@ def per_type(group: pd.DataFrame) -> dict:
     layers = group[group["part"] != "whole model"]
     whole = group[group["part"] == "whole model"]
     stored = group["config"].iloc[0] != "default"  # marked *: a stored published config (named in the CSV)
-    row = {"model type": group["model_type"].iloc[0] + ("*" if stored else ""), "layers": f"{(layers['verdict'] == 'agree').sum()}/{len(layers)}"}
+    row = {"model type": group["model_type"].iloc[0] + ("*" if stored else "")}
+    row["layers"] = f"{(layers['verdict'] == 'agree').sum()}/{len(layers)}"
     w = whole.iloc[0] if len(whole) else None
     agreed = w is not None and w["verdict"] == "agree"
     for key, col in (("$P$", "P"), ("count", "count"), ("meas.", "measured"), ("weak", "weak"), ("gap", "gap")):
@@ -42,10 +44,8 @@ for col in ("$P$", "count", "meas."):
     compact[col] = compact[col].astype("Int64")
 compact = compact.astype(object).where(compact.notna(), None)  # a refused whole model has no numbers: '--'
 half = (len(compact) + 1) // 2
-tables = [
-    booktabs(part, formats={"$P$": ",", "gap": ".1f"}, align="lcrrrcrl").replace(r"\begin{tabular}", r"\begin{tabular}[t]", 1)
-    for part in (compact.iloc[:half], compact.iloc[half:])
-    if len(part)
-]
+parts = [part for part in (compact.iloc[:half], compact.iloc[half:]) if len(part)]
+tables = [booktabs(part, formats={"$P$": ",", "gap": ".1f"}, align="lcrrrcrl") for part in parts]
+tables = [t.replace(r"\begin{tabular}", r"\begin{tabular}[t]") for t in tables]  # the shorter half hangs from the top
 atomic_write_text(snakemake.output.tex, "%\n\\hfill\n".join(t.rstrip() for t in tables) + "\n")
 print(full.to_string(index=False))

@@ -249,8 +249,10 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
     spec = model_spec(tiny, seq_len=SEQ_LEN)
     measured_eps = MIN_EPS if 0 < smallest_eps(spec) < MIN_EPS else None  # None: the config's own
 
-    def build(eps, seed=seed):
-        return build_real_model(cls_name, tiny, seed, measured_eps if eps is None else eps)
+    def builder(at):  # build(eps, seed) -> the real model; eps None: at (None: the config's own)
+        return lambda eps, seed=seed: build_real_model(cls_name, tiny, seed, at if eps is None else eps)
+
+    build = builder(measured_eps)
 
     rows, seen = [], []
     for i, block in enumerate(spec.layer_specs):
@@ -267,7 +269,7 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         except SpecError as err:
             rows.append({"part": "whole model", "spec": spec.label, "verdict": "refused", "reason": str(err)})
         else:
-            rows.append(_whole_row(cls_name, spec, tiny, seed, oversample, measured_eps))
+            rows.append(_whole_row(cls_name, spec, builder, seed, oversample, measured_eps))
         _log(log, rows[-1])
     return rows
 
@@ -278,17 +280,11 @@ def smallest_eps(spec) -> float:
     return min((v for v in values if v > 0), default=0.0)
 
 
-def _whole_row(cls_name: str, spec, tiny: dict, seed: int, oversample: float, eps: float | None) -> dict:
-    """The whole-model row at eps (None: the config's own), re-measured at a larger eps while the only excess
-    is weak directions left unresolved (EPS_STEP, MAX_EPS)."""
-    from ..model.real import build_real_model
-
+def _whole_row(cls_name: str, spec, builder, seed: int, oversample: float, eps: float | None) -> dict:
+    """The whole-model row at eps (None: the config's own; builder(eps) gives the real model's build), re-measured
+    at a larger eps while the only excess is weak directions left unresolved (EPS_STEP, MAX_EPS)."""
     while True:
-
-        def build(e, s=seed, at=eps):
-            return build_real_model(cls_name, tiny, s, at if e is None else e)
-
-        row = {**_check_whole(cls_name, spec, build, seed, oversample), "measured_eps": eps}
+        row = {**_check_whole(cls_name, spec, builder(eps), seed, oversample), "measured_eps": eps}
         excess, current = row["measured"] - row["count"], eps or smallest_eps(spec)
         unresolved = excess > 0 and excess == row["weak_count"] - row["weak_measured"]
         if row["verdict"] == "agree" or not unresolved or not 0 < current < MAX_EPS:
