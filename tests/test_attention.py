@@ -38,7 +38,7 @@ def reference(theta, x, spec):
                     if spec.causal and s > t:
                         scores[t, s] = -math.inf
             y = y + torch.softmax(scores, dim=-1) @ V @ w["W_O"][h]
-        out[b] = y + (w["b_O"] if "b_O" in w else 0)
+        out[b] = y + w.get("b_O", 0)
     return out
 
 

@@ -44,4 +44,4 @@ def plot(architectures: pd.DataFrame):
 if __name__ == "__main__" and "snakemake" in globals():
     from figlib import main
 
-    main(snakemake, plot)  # noqa: F821
+    main(snakemake, plot)

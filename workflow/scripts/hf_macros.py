@@ -13,8 +13,8 @@ from attnid.report.latex import macro_name, number, scientific
 from attnid.report.macros import count_phrase, fragment
 from attnid.spec import AttentionSpec
 
-log = log_to(snakemake.log[0])  # noqa: F821
-df = read_result(snakemake.input.modules, columns=["agree", "gap", "weak_sigma_min", "weak_sigma_max"])  # noqa: F821
+log = log_to(snakemake.log[0])
+df = read_result(snakemake.input.modules, columns=["agree", "gap", "weak_sigma_min", "weak_sigma_max"])
 values = {
     "HfModulesAgreement": count_phrase(int(df["agree"].astype(bool).sum()), len(df)),
     "HfWorstGap": number(df["gap"].min(), ".1f"),
@@ -26,5 +26,5 @@ for name, fields in EXAMPLE_VARIANTS.items():
     values[macro_name("Variant", name)] = str(counts.unidentified)
     if counts.weakly_identified:
         values[macro_name("VariantWeak", name)] = str(counts.weakly_identified)
-atomic_write_text(snakemake.output[0], fragment(values, "workflow/scripts/hf_macros.py"))  # noqa: F821
+atomic_write_text(snakemake.output[0], fragment(values, "workflow/scripts/hf_macros.py"))
 log.info("%s", values)
