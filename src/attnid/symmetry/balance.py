@@ -14,7 +14,7 @@ import torch
 
 from ..layout import Layout
 from ..spec import AttentionSpec
-from .linalg import nonzero, serial
+from .linalg import nonzero_singular, serial
 from .stacks import blocks64, qk_stack, qk_unstack, vo_stack, vo_unstack
 
 
@@ -39,7 +39,7 @@ def balance_product(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, tor
         Qa, Ra = torch.linalg.qr(A)
         Qb, Rb = torch.linalg.qr(B)
         U, s, Vh = torch.linalg.svd(Ra @ Rb.mT, full_matrices=False)  # (G, n1, q), (G, q), (G, q, n2)
-    s = s * nonzero(s, max(Ra.shape[-2], Rb.shape[-2]))
+    s = s * nonzero_singular(s, max(Ra.shape[-2], Rb.shape[-2]))  # singular values: an SVD's tolerance
     root = s.sqrt()[..., None]  # (G, q, 1)
     with serial():
         W, _, Zh = torch.linalg.svd(root * (U.mT @ Ra + Vh @ Rb), full_matrices=False)

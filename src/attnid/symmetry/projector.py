@@ -42,7 +42,7 @@ import torch
 from ..counting import count
 from ..layout import Layout
 from ..spec import AttentionSpec
-from .linalg import eigh_all, nonzero, safe_inverse, serial
+from .linalg import factor_eigs, nonzero, safe_inverse, serial
 from .stacks import (
     COMPUTE_DTYPE,
     PART_BLOCKS,
@@ -76,16 +76,14 @@ class ProductKernel:
     """Orthogonal projection onto ker dL, dL(dA, dB) = dA B^T + A dB^T, for A (G, m, n), B (G, c, n).
 
     B is given (and its directions taken and returned) transposed, Bt = B^T (G, n, c), which is how
-    W_K^T and W_O are stored. One eigendecomposition of each n x n Gram per group; applied in the
+    W_K^T and W_O are stored. The eigenpairs of each n x n Gram per group come from its factor's SVD
+    (attnid.symmetry.linalg.factor_eigs); applied in the
     dtype of its input. `generator` gives the least-squares M of the module docstring's normal
     equation, `expand` the tangent vector (A M + dA (I - Pi_B), (-B M^T + dB (I - Pi_A))^T).
     """
 
-    def __init__(self, A: torch.Tensor, Bt: torch.Tensor, eigs=None):
-        m, c, n = A.shape[-2], Bt.shape[-1], A.shape[-1]
-        (a, U), (b, V) = eigs or eigh_all(self.grams(A, Bt))  # (G, n), (G, n, n)
-        ma, mb = nonzero(a, max(m, n)), nonzero(b, max(c, n))
-        a, b = torch.where(ma, a, 0), torch.where(mb, b, 0)
+    def __init__(self, A: torch.Tensor, Bt: torch.Tensor):
+        (a, U, ma), (b, V, mb) = factor_eigs(A), factor_eigs(Bt, transposed=True)  # (G, n), (G, n, n), (G, n)
         self.ma = ma.to(COMPUTE_DTYPE)  # (G, n): 1 on the row space of A (eigenbasis U)
         den = a[..., :, None] * mb[..., None, :] + ma[..., :, None] * b[..., None, :]
         self.tensors = {
@@ -98,16 +96,6 @@ class ProductKernel:
         }
         self.A, self.Bt = A, Bt
         self._cast = {}
-
-    @staticmethod
-    def grams(A: torch.Tensor, Bt: torch.Tensor) -> list[torch.Tensor]:
-        """[A^T A, B^T B] (G, n, n): in float64 where a null space is expected from the shapes (its
-        eigenvalues must come out ~1e-16, not ~1e-7), else in the parameters' dtype (float32: 2x faster;
-        only exactly degenerate directions, e.g. a zero W_O, are then treated as null)."""
-        m, c, n = A.shape[-2], Bt.shape[-1], A.shape[-1]
-        dtype = COMPUTE_DTYPE if n > min(m, c) else A.dtype
-        A_, Bt_ = A.to(dtype), Bt.to(dtype)
-        return [A_.mT @ A_, Bt_ @ Bt_.mT]
 
     def at(self, dtype) -> dict:
         """The set-up tensors in `dtype` (cached)."""
@@ -243,9 +231,8 @@ class Projector:
         pairs = [(w["W_V"], o_stack_t(spec, w["W_O"]))] + (
             [(Q[..., p:], w["W_K"][..., p:].mT)] if p < spec.d_head_qk else []
         )
-        eigs = eigh_all([g for pair in pairs for g in ProductKernel.grams(*pair)])  # one pool for all
-        self.vo = ProductKernel(*pairs[0], eigs[0:2])
-        self.qk = ProductKernel(*pairs[1], eigs[2:4]) if len(pairs) > 1 else None
+        self.vo = ProductKernel(*pairs[0])
+        self.qk = ProductKernel(*pairs[1]) if len(pairs) > 1 else None
         self.planes = (Q[..., :p].unflatten(-1, (p // 2, 2)), K[..., :p].unflatten(-1, (p // 2, 2)))  # (G, m, p/2, 2)
         self.value_bias = (
             _ValueBias(spec, self.vo, w["W_O"].to(COMPUTE_DTYPE), w["b_V"].to(COMPUTE_DTYPE)) if "b_V" in w else None
