@@ -143,6 +143,21 @@ def test_gauge_overlap_does_not_depend_on_the_point_of_the_orbit():
     assert gauge_overlap(spec, moved, carried).item() == pytest.approx(gauge_overlap(spec, theta, u).item(), rel=1e-8)
 
 
+def test_gauge_overlap_is_nan_only_where_the_balanced_point_is_out_of_reach():
+    """A run whose W_Q has lost rank has no invertible group element to its balanced point: NaN for it, the
+    others measured as on their own (no exception for the whole batch)."""
+    spec = AttentionSpec(8, 1)
+    g = torch.Generator().manual_seed(1)
+    theta = torch.stack([Layout(spec).init(g) for _ in range(3)])
+    u = torch.randn(theta.shape, generator=g, dtype=torch.float64)
+    w = Layout(spec).unflatten(theta[1])
+    w["W_Q"][:, 0] = 0  # rank 7 of 8: the square query map is singular
+    theta[1] = Layout(spec).flatten(w)
+    out = gauge_overlap(spec, theta, u)
+    assert math.isnan(out[1]) and not math.isnan(out[0]) and not math.isnan(out[2])
+    assert out[2].item() == pytest.approx(gauge_overlap(spec, theta[2:], u[2:]).item(), rel=1e-12)
+
+
 def test_weight_decay_shrinks_the_conserved_quantity_by_the_square_of_the_decay_factor():
     """I(theta - eta (g + lambda theta)) = (1 - eta lambda)^2 I(theta) + eta^2 (G_Q^T G_Q - G_K^T G_K): the
     cross term is the pairing of the gradient with the orbit, zero for an invariant loss."""

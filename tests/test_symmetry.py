@@ -311,3 +311,23 @@ def test_gradient_descent_conserves_imbalance_to_second_order(spec):
     grad = grad_of(spec, theta, x, target)
     _, dI = torch.func.jvp(lambda t: S.imbalance(spec, t)["query_key"], (theta,), (grad,))
     assert dI.abs().max() < 1e-12 * S.imbalance(spec, theta)["query_key"].abs().max().clamp_min(1)
+
+
+def test_a_plain_gradient_stays_orthogonal_at_an_ill_conditioned_factor():
+    """A square factor trained towards low rank (smallest singular value 1e-7 of its largest: full rank to the
+    Jacobian's 1e-10 tolerance) keeps the orbit's kernel, so a gradient of any function of A B^T projects to
+    rounding. Its Gram's smallest eigenvalue, 1e-14 of the largest, is below a Gram rank tolerance of 1e3 n eps:
+    judged on the Gram, the kernel grew by n and the gradient's overlap read ~1e-7 (measured in training)."""
+    gen = torch.Generator().manual_seed(0)
+    n = 16
+    U, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))
+    W, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))
+    A = (U * torch.logspace(0, -7, n, dtype=torch.float64)) @ W.mT
+    Bt = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    A_, Bt_ = A.clone().requires_grad_(), Bt.clone().requires_grad_()
+    torch.sin(A_ @ Bt_).sum().backward()
+    kernel = S.ProductKernel(A[None], Bt[None])
+    assert int(kernel.ma.sum()) == n  # A is full rank
+    tA, tBt = kernel(A_.grad[None], Bt_.grad[None])
+    overlap = torch.cat([tA.flatten(), tBt.flatten()]).norm() / torch.cat([A_.grad.flatten(), Bt_.grad.flatten()]).norm()
+    assert overlap < 1e-12, float(overlap)

@@ -11,7 +11,7 @@ importable from here: ``from attnid.symmetry import Projector, balance, imbalanc
 from .balance import balance, balance_product
 from .conserved import imbalance, imbalance_drift, imbalance_reference
 from .group import act, act_heads, commutant, commutant_basis, group_element, orbit_tangent, permute_heads
-from .linalg import GRAM_RTOL, GRAM_RTOL_FLOAT32
+from .linalg import GRAM_RTOL, GRAM_RTOL_FLOAT32, SIGMA_RTOL, nonzero_singular
 from .projector import (
     OVERLAP_KEYS,
     ProductKernel,
@@ -38,9 +38,9 @@ from .stacks import (
 )
 
 __all__ = [
-    "COMPUTE_DTYPE", "GRAM_RTOL", "GRAM_RTOL_FLOAT32", "OVERLAP_KEYS", "PARTS", "PART_BLOCKS", "ProductKernel", "Projector",
-    "act", "act_heads", "balance", "balance_product", "basis", "chance_overlap", "commutant", "commutant_basis",
-    "group_element", "imbalance", "imbalance_drift", "imbalance_reference", "o_stack", "o_stack_t", "o_unstack_t",
-    "orbit_tangent", "overlap", "part_mask", "permute_heads", "project", "project_out", "qk_stack", "qk_unstack",
-    "subspace_dim", "vo_stack", "vo_unstack",
+    "COMPUTE_DTYPE", "GRAM_RTOL", "GRAM_RTOL_FLOAT32", "OVERLAP_KEYS", "PARTS", "PART_BLOCKS", "SIGMA_RTOL",
+    "ProductKernel", "Projector", "act", "act_heads", "balance", "balance_product", "basis", "chance_overlap",
+    "commutant", "commutant_basis", "group_element", "imbalance", "imbalance_drift", "imbalance_reference",
+    "nonzero_singular", "o_stack", "o_stack_t", "o_unstack_t", "orbit_tangent", "overlap", "part_mask",
+    "permute_heads", "project", "project_out", "qk_stack", "qk_unstack", "subspace_dim", "vo_stack", "vo_unstack",
 ]  # fmt: skip

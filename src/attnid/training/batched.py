@@ -366,9 +366,24 @@ def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     (Q, V), (Qb, Vb) = _stacks(spec, theta), _stacks(spec, symmetry.balance(spec, theta))
     M = torch.linalg.lstsq(Q, Qb).solution  # (M, G, k, k)
     N = torch.linalg.lstsq(V, Vb).solution  # (M, G, v, v)
-    theta_b = symmetry.act(spec, theta, M, N)
-    u_b = symmetry.act(spec, u, M, N)
-    return (stacked_projector(spec, theta_b)(u_b).norm(dim=-1) / u_b.norm(dim=-1)).to(torch.float64)
+    # A point whose stacked Q or V has lost column rank (training can drive a square W_Q there; measured at
+    # teacher-student H = 1) has no invertible group element to its balanced point: its overlap there is not
+    # defined (NaN), the other runs are measured.
+    ok = _full_column_rank(Q) & _full_column_rank(V)
+    out = torch.full((theta.shape[0],), math.nan, dtype=torch.float64, device=theta.device)
+    if ok.any():
+        theta_b = symmetry.act(spec, theta[ok], M[ok], N[ok])
+        u_b = symmetry.act(spec, u[ok], M[ok], N[ok])
+        out[ok] = (stacked_projector(spec, theta_b)(u_b).norm(dim=-1) / u_b.norm(dim=-1)).to(torch.float64)
+    return out
+
+
+def _full_column_rank(X: torch.Tensor) -> torch.Tensor:
+    """(M,) whether every group's stacked matrix X (M, G, m, n) has rank n (attnid.symmetry's SVD tolerance)."""
+    if X.shape[-2] < X.shape[-1]:
+        return torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
+    s = torch.linalg.svdvals(X)  # (M, G, n)
+    return symmetry.nonzero_singular(s, max(X.shape[-2:])).flatten(1).all(1)
 
 
 def _stacks(spec, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
