@@ -104,7 +104,12 @@ def test_fingerprint_is_stable_and_complete(tmp_path, monkeypatch):
         "ProvenanceTorch",
         "ProvenancePython",
         "ProvenanceDevice",
+        "ProvenanceCommand",
     }
+    default = dict(rec, configfiles={"config/config.yaml": "a"})
+    assert provenance_macros(default)["ProvenanceCommand"] == "snakemake --cores 2 all"  # no preset over the default
+    paper = dict(rec, configfiles={"config/config.yaml": "a", "config/paper.yaml": "b"})
+    assert provenance_macros(paper)["ProvenanceCommand"] == "snakemake --cores 2 --configfile=config/paper.yaml all"
 
 
 # --- attnid.device ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import pandas as pd
 from .latex import defined_names, escape, macros, number
 from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
+DEFAULT_CONFIG = "config/config.yaml"  # the Snakefile's own configfile: the command names only the presets over it
+
 # LaTeX's own commands that start with a capital letter (Greek, arrows, sizes, logos, accents).
 LATEX_CAPITALISED = frozenset(
     [
@@ -141,11 +143,14 @@ def text_number(x: float) -> str:
 
 def provenance_macros(record: Mapping) -> dict[str, str]:
     """The build's provenance in the paper (attnid.provenance.record): the short commit with a dirty flag,
-    the short config hash, the torch and Python versions and the device, as escaped LaTeX text."""
+    the short config hash, the command (with the preset's --configfile: every config file but the default's),
+    the torch and Python versions and the device, as escaped LaTeX text."""
     git = record["git"]
     commit = (git["commit"] or "unknown")[:12] + ("-dirty" if git["dirty"] else "")
+    presets = [f" --configfile={f}" for f in record.get("configfiles", {}) if Path(f).as_posix() != DEFAULT_CONFIG]
     values = {
         "ProvenanceCommit": commit,
+        "ProvenanceCommand": "snakemake --cores 2" + "".join(presets) + " all",
         "ProvenanceConfigHash": record["config_sha256"][:12],
         "ProvenanceTorch": record["packages"].get("torch") or "unknown",
         "ProvenancePython": record["python"],
