@@ -43,9 +43,14 @@ def effect_tests(effects: pd.DataFrame) -> pd.DataFrame:
     return tests
 
 
+def imbalance_ratio(part: pd.DataFrame) -> pd.Series:
+    """Measured over predicted imbalance per step (means over heads and seeds), indexed by step."""
+    return part.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+
+
 def departure_step(part: pd.DataFrame) -> float:
     """The first step from which measured / predicted stays above 1 + TOLERANCE to the end (NaN if never)."""
-    ratio = part.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+    ratio = imbalance_ratio(part)
     above = (ratio > 1 + TOLERANCE).to_numpy()
     if not above[-1]:
         return np.nan
@@ -59,7 +64,7 @@ def departure_text(part: pd.DataFrame) -> str:
     step = departure_step(part)
     if not np.isnan(step):
         return f"from step {number(step)} on stays more than {number(100 * TOLERANCE, '.0f')}\\% above the factor"
-    ratio = part.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+    ratio = imbalance_ratio(part)
     return f"stays within {number(100 * (ratio - 1).abs().max(), '.0f')}\\% of it at every step"
 
 
@@ -81,7 +86,7 @@ def values(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) ->
     diff = paired["balance"] - paired["none"] if {"none", "balance"} <= set(paired.columns) else pd.Series(dtype=float)
     out["GaugeOverlapSgdDiff"] = interval_text(estimate(diff.dropna()))
     vo = decay[decay["part"] == "value_output"]
-    ratio = vo.groupby("step")[["measured", "predicted"]].mean().eval("measured / predicted")
+    ratio = imbalance_ratio(vo)
     out["WeightDecayMeasuredValueOutput"] = number(vo.loc[vo["step"] == vo["step"].max(), "measured"].mean(), digits=4)
     out["WeightDecayValueOutputMaxDeviation"] = number(100 * (ratio - 1).abs().max(), ".0f")
     out["WeightDecayQueryKeyDeparture"] = departure_text(decay[decay["part"] == "query_key"])
