@@ -204,12 +204,17 @@ def test_real_routers_run_in_float64(name):
     assert loads and all(int(x.sum()) == 6 * model.module.config.num_experts_per_tok for x in loads)
 
 
-def test_a_real_class_without_a_name_map_gets_a_one_sided_certificate_row():
-    """DeepSeek's routed experts have no parameter-name map yet: its whole-model row says so (the Jacobian's side
-    only) instead of stopping the whole-model grid."""
-    from attnid.gauge.certificate import real_certificate
+def test_a_real_class_without_a_name_map_gets_a_one_sided_certificate_row(monkeypatch):
+    """A class whose parameter names have no map gets the Jacobian's side only (the row says why) instead of
+    stopping the whole-model grid; DeepSeek's routed experts have their map and a two-sided row."""
+    from attnid.errors import SpecError
+    from attnid.gauge import certificate, names
     from attnid.model.real import tiny_spec
 
-    row = real_certificate("deepseek_v3_moe", tiny_spec("deepseek_v3_moe"), None, None, 1.0)
+    def unmapped(spec, cfg):
+        raise SpecError("model_type", f"{cfg['model_type']!r}: no name map between its class and the layout is written")
+
+    monkeypatch.setattr(names, "name_map", unmapped)
+    row = certificate.real_certificate("deepseek_v3_moe", tiny_spec("deepseek_v3_moe"), None, None, 1.0)
     assert row["two_sided"] is False and row["generators_agree"] is None
-    assert row["generators_note"].startswith("not written: n_routed_experts:")
+    assert row["generators_note"].startswith("not written: model_type:")

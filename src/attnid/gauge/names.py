@@ -17,7 +17,8 @@ adjoint is its inverse. What differs between the layouts, with the class code it
     experts             Mixtral, Qwen3-MoE gate_up_proj (E, 2m, d) = [gate; up], down_proj (E, d, m);
                         GPT-OSS gate_up_proj (E, d, 2m) interleaved (gate even, up odd columns), down (E, m, d)
     OPT                 embed_positions has 2 unread rows first (the offset): layout row t is the class's row t + 2
-    DeepSeek-V3         kv_a_proj_with_mqa rows [latent (r); rope key (p)]; kv_b_proj rows per head [k_nope; v]
+    DeepSeek-V3         kv_a_proj_with_mqa rows [latent (r); rope key (p)]; kv_b_proj rows per head [k_nope; v];
+                        routed experts as Mixtral's (router `mlp.gate`), shared experts one SwiGLU MLP of E_s m units
 """
 
 from __future__ import annotations
@@ -238,9 +239,13 @@ def deepseek(spec: ModelSpec, cfg: dict) -> list[Entry]:
                                             t.unflatten(-2, (H, -1))[..., u:, :].transpose(-1, -2)),
                        lambda y: torch.cat((y[0].transpose(-1, -2), y[1].transpose(-1, -2)), -2).flatten(-3, -2)))  # fmt: skip
         e.append(out_heads(f"{hf}.o_proj.weight", f"{fine}.W_O", H, v))
-        if isinstance(x.mlp, MoESpec):
-            raise SpecError("n_routed_experts", "the name map of DeepSeek's routed experts is not written")
-        _mlp_linear(e, f"model.layers.{i}.mlp", f"layers.{i}.mlp", x.mlp)
+        if isinstance(x.mlp, MoESpec):  # router `gate` (E, d), experts as Mixtral's, shared experts one MLP
+            _experts(e, f"model.layers.{i}.mlp", f"layers.{i}.mlp", x.mlp, cfg["model_type"])
+            if x.mlp.n_shared:
+                shared = f"model.layers.{i}.mlp.shared_experts"
+                e += [linear(f"{shared}.{n}_proj.weight", f"layers.{i}.mlp.shared_{n}") for n in ("gate", "up", "down")]
+        else:
+            _mlp_linear(e, f"model.layers.{i}.mlp", f"layers.{i}.mlp", x.mlp)
         _norm(e, f"model.layers.{i}.input_layernorm", f"layers.{i}.norm_1")
         _norm(e, f"model.layers.{i}.post_attention_layernorm", f"layers.{i}.norm_2")
     _norm(e, "model.norm", "final_norm")
