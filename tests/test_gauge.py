@@ -20,7 +20,7 @@ from attnid.model.layout import ModelLayout
 ROOT = Path(__file__).resolve().parents[1]
 
 OWN = {c.pop("name"): c for c in yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["whole_model"]["own"]}
-FALLBACK = {"parallel_free_table"}  # first_mlp_table: no closed-form generators (attnid.gauge.sources.tokens)
+FALLBACK = {"parallel_free_table"}  # first_mlp_table: no closed-form generators (test_free_table_directions_...)
 
 
 def _case(name, seed=0):
@@ -80,6 +80,58 @@ def test_generators_span_the_count(name):
     assert orthonormal_rows(torch.cat([T, ops.matrix(weak)]))[1]["rank"] - info["rank"] == counts.weakly_identified
     J, smax = _jacobian(spec, layout, theta)
     assert float(((J @ T.mT).norm(dim=0) / (smax * T.norm(dim=1))).max()) < RANK_RTOL
+
+
+# one-block parallel models whose first MLP reaches its whole output table (tests/test_whole_model_layers.py's
+# FIRST_MLP): the table's directions come from the per-token factorisation (attnid.gauge.sources.first_table)
+PARALLEL = {"parallel": True, "positions": "none", "n_layers": 1}
+FREE_TABLE = {
+    "parallel_free_table": OWN["parallel_free_table"],
+    "untied": {**PARALLEL, "vocab_size": 12},
+    "untied_near_crossover": {**PARALLEL, "vocab_size": 24, "attention": {"d_model": 6}},
+    "tied_rmsnorm": {**PARALLEL, "vocab_size": 12, "tied": True, "norm": "rmsnorm", "norm_bias": False},
+    "tied_near_crossover": {**PARALLEL, "vocab_size": 19, "tied": True},
+    "tied_shared_norm_gqa_rope": {**PARALLEL, "vocab_size": 12, "tied": True, "shared_norm": True, "positions": "rope",
+                                  "attention": {"n_kv_heads": 1, "rope_dims": 2}},
+    "biases_swiglu": {**PARALLEL, "vocab_size": 12, "attention": {"biases": "qkvo"}, "mlp": "swiglu", "mlp_bias": True},
+    "tied_eps_below_quadric": {**PARALLEL, "vocab_size": 12, "tied": True, "norm_eps": 1e-5},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FREE_TABLE))
+def test_free_table_directions_complete_the_generators(name):
+    """With the first MLP's free table the closed-form generators fall short of the count by at least the table's
+    directions; the kernel of the per-token factorisation (found without the logits' Jacobian) completes them to
+    the count, and every one of its directions is a fibre direction of the logits."""
+    from attnid.gauge.sources.first_table import table_directions
+
+    spec = own_spec(FREE_TABLE[name])
+    layout = ModelLayout(spec)
+    theta = layout.init(torch.Generator().manual_seed(0))
+    point = Point(spec, theta)
+    groups, counts = generators(point), count_model(spec)
+    assert counts.breakdown["first_mlp_table"] > 0
+    ops = Generators(point.layout, groups)
+    T = ops.matrix([i for i, g in enumerate(groups) if not g.weak and not g.fallback])
+    D, info = table_directions(point)
+    closed = orthonormal_rows(T)[1]["rank"]
+    assert closed <= counts.unidentified - counts.breakdown["first_mlp_table"]
+    _, both = orthonormal_rows(torch.cat([T, D]))
+    assert both["rank"] == counts.unidentified and both["gap"] > 6, both
+    assert info["gap"] > 6, info  # the factorisation's own rank decision
+    J, smax = _jacobian(spec, layout, theta, seqs=16)
+    assert float(((J @ D.mT).norm(dim=0) / (smax * D.norm(dim=1))).max()) < RANK_RTOL
+
+
+def test_free_table_before_more_blocks_is_left_to_the_jacobian():
+    """With a second block the stream's invariances act through it: the factorisation is not written, and the
+    certificate reads the table's directions off the Jacobian (one-sided)."""
+    from attnid.gauge.sources.first_table import table_directions
+
+    spec = own_spec({**FREE_TABLE["untied"], "n_layers": 2})
+    point = Point(spec, ModelLayout(spec).init(torch.Generator().manual_seed(0)))
+    assert count_model(spec).breakdown["first_mlp_table"] > 0
+    assert table_directions(point) is None
 
 
 @pytest.mark.parametrize("name", ["llama_like", "gpt_like", "layernorm_eps", "moe_mixtral_like", "latent_q_kv_eps",

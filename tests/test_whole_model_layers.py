@@ -184,3 +184,5 @@ def test_real_falcon_block_with_a_free_table_agrees():
     assert count_model(tiny_spec("falcon_free_table")).breakdown["first_mlp_table"] > 0
     row = real_case("falcon_free_table", other_seed=False)
     assert row["agree"], row
+    # the table's directions from the per-token factorisation, not from J: the certificate is two-sided
+    assert row["two_sided"] and row["generator_rank"] == row["count"] and row["fallback_gap"] > 6, row

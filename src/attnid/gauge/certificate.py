@@ -16,10 +16,14 @@ so generator_rank = count = measured is the count certified from both sides. The
 (exact symmetries for eps = 0 that eps > 0 breaks) is reported apart: weak_generator_rank (the rank they add
 to the exact generators) against the weak count, and their ||J t|| / (||J|| ||t||) at the spec's eps (small,
 not rounding). A source without closed-form generators (`Group.fallback`, only `first_mlp_table`) is
-filled, at these tiny sizes only, by the kernel of J restricted to the coordinates it names
-(fallback_sources, fallback_dirs): for such a case the two sides are not independent, and the row says so
-(two_sided false); where the fallback falls short of the count (eps > 0 leaves directions the kernel's
-threshold cannot separate) it gives no verdict (generators_agree None). A range whose generators are not written at all (generators_note) keeps only the
+filled, at these tiny sizes only, by the kernel of a map of its own: for a one-block model, the per-token
+factorisation of the logits (`attnid.gauge.sources.first_table`), found without J, so the row stays two-sided
+(fallback_gap: the decades of that kernel's rank decision). Where that map is not written (a free table
+before more blocks) the kernel of J restricted to the coordinates the source names fills it
+(fallback_sources, fallback_dirs): then the two sides are not independent, and the row says so (two_sided
+false); where that fallback falls short of the count (eps > 0 leaves directions the kernel's threshold cannot
+separate) it gives no verdict (generators_agree None).
+A range whose generators are not written at all (generators_note) keeps only the
 Jacobian's side: generators_agree is None there and the row's verdict rests on the Jacobian.
 """
 
@@ -63,7 +67,7 @@ def certificate(spec, theta_fine: torch.Tensor, R: torch.Tensor, sigma_max: floa
     Tw = to_function(ops.matrix(weak))
     row = {"generators": int(T.shape[0])}
     row["generator_Jt"] = float(_ratios(R, T, sigma_max).max()) if T.shape[0] else 0.0
-    F = _fallback_directions(point, fallback, R, sigma_max, to_function)
+    F, independent, row["fallback_gap"] = _fallback_directions(point, fallback, R, sigma_max, to_function)
     Q, info = orthonormal_rows(torch.cat([T, F]))
     row["generator_Jt_basis"] = float(_ratios(R, Q, sigma_max).max()) if Q.shape[0] else 0.0
     row |= {"generator_rank": info["rank"], "generator_sigma_kept": info["sigma_kept"], "generator_gap": info["gap"]}
@@ -80,9 +84,9 @@ def certificate(spec, theta_fine: torch.Tensor, R: torch.Tensor, sigma_max: floa
         and row["weak_generator_rank"] == counts.weakly_identified
         and row["generator_Jt"] <= RANK_RTOL
     )
-    row["two_sided"] = row["generators_agree"] and not fallback  # both sides independent of each other
-    row["generators_note"] = "fallback: the Jacobian's kernel on its coordinates" if fallback else ""
-    if fallback and not row["generators_agree"]:  # the fallback is the Jacobian's own side: no second verdict
+    row["two_sided"] = row["generators_agree"] and independent  # both sides independent of each other
+    row["generators_note"] = "" if independent else "fallback: the Jacobian's kernel on its coordinates"
+    if not independent and not row["generators_agree"]:  # the fallback is the Jacobian's own side: no verdict
         row["generators_note"] += f" (rank {row['generator_rank']} of {counts.unidentified}: not a certificate)"
         row["generators_agree"] = None
     row["generator_seconds"] = time.perf_counter() - start
@@ -102,11 +106,17 @@ def _sources_off(ops: Generators, groups, exact, counts) -> str:
     return "; ".join(off)
 
 
-def _fallback_directions(point: Point, fallback, R, sigma_max, to_function) -> torch.Tensor:
-    """Rows (m, P): the kernel of J restricted to the coordinates the fallback groups name (tiny sizes)."""
+def _fallback_directions(point: Point, fallback, R, sigma_max, to_function) -> tuple[torch.Tensor, bool, float]:
+    """(rows (m, P), independent, gap): the directions of the groups without closed-form generators, from a map
+    of their own where every such group has one (`meta["directions"]`: independent of J; gap: the decades of
+    that map's rank decision, the smallest over the groups), else the kernel of J restricted to the coordinates
+    they name (tiny sizes; gap NaN)."""
     P = point.layout.size
     if not fallback:
-        return torch.zeros(0, R.shape[1], dtype=DTYPE)
+        return torch.zeros(0, R.shape[1], dtype=DTYPE), True, float("nan")
+    own = [g.meta["directions"]() if "directions" in g.meta else None for g in fallback]
+    if all(x is not None for x in own):  # read off a map of their own, not off J
+        return to_function(torch.cat([x[0] for x in own])), True, min(x[1]["gap"] for x in own)
     mask = torch.zeros(P, dtype=DTYPE)
     for g in fallback:
         for b in g.blocks:
@@ -117,7 +127,7 @@ def _fallback_directions(point: Point, fallback, R, sigma_max, to_function) -> t
     null = Vh[s <= RANK_RTOL * sigma_max]
     out = torch.zeros(null.shape[0], R.shape[1], dtype=DTYPE)
     out[:, cols] = null
-    return out
+    return out, False, float("nan")
 
 
 def real_to_function(name_map, fine_layout, real_layout):

@@ -15,8 +15,10 @@ eps = 0), so that group replaces the latent's scale.
 The first MLP's table (a parallel block at layer 0 without learned positions whose MLP reaches its V x d
 output table) has no closed-form generators here: :func:`first_mlp_table` returns a fallback group that names
 its coordinates (E, every block of layer 0, a tied head's final norm: the table W = E + M, the reading points
-and the head they share), and the certificate reads its directions off the kernel of the Jacobian restricted
-to them (tiny sizes only; the two sides of the certificate are then not independent for this source).
+and the head they share). For a one-block model its directions are the kernel of the model's per-token
+factorisation (`attnid.gauge.sources.first_table`, independent of the logits' Jacobian); otherwise the
+certificate reads them off the kernel of the Jacobian restricted to those coordinates (tiny sizes only; the
+two sides of the certificate are then not independent for this source).
 """
 
 from __future__ import annotations
@@ -88,7 +90,11 @@ def first_mlp_table(point: Point, stream) -> list[Group]:
     spec = point.spec
     names = ["embed"] + [b for b in point.layout.blocks if b.startswith("layers.0.")]
     names += [b for b in ("final_norm.gain", "final_norm.bias") if spec.tied and b in point.layout]
-    return [Group("first_mlp_table", "layers.0.mlp.table", n, lambda c: {}, tuple(names), fallback=True)]
+    from .first_table import table_directions
+
+    group = Group("first_mlp_table", "layers.0.mlp.table", n, lambda c: {}, tuple(names), fallback=True)
+    group.meta["directions"] = lambda: table_directions(point)
+    return [group]
 
 
 def qk_norm_token_points(point: Point) -> list[Group]:
