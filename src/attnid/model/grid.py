@@ -23,7 +23,16 @@ from ..spec import AttentionSpec, SpecError
 from .blocks import LayerSpec, MLPSpec, MoESpec
 from .counting import count_model
 from .forward import logits
-from .judge import expert_need, has_eps, measure_function, model_sizing, random_tokens, routed_tokens
+from .judge import (
+    expert_need,
+    gaussian_sketch,
+    has_eps,
+    measure_function,
+    model_sizing,
+    random_tokens,
+    routed_tokens,
+    sketch_rows,
+)
 from .layout import ModelLayout
 from .spec import ModelSpec
 
@@ -64,10 +73,12 @@ def own_spec(fields: dict) -> ModelSpec:
 
 def verify_case(
     name: str, kind: str, spec: ModelSpec, make, seed: int = 0, oversample: float = 3.0, other_seed: bool = True,
-    certify=None,
+    certify=None, sketch: bool = False,
 ) -> dict:
     """One row: `make(seed, eps_zero) -> (f, theta)` gives the function f(theta, tokens (T,)) -> (T, V);
-    certify(theta, R, sigma_max) -> the generator side's columns (`attnid.gauge.certificate`) or None."""
+    certify(theta, R, sigma_max) -> the generator side's columns (`attnid.gauge.certificate`) or None; sketch:
+    measure the rank of a Gaussian sketch of each position's V logits to `sketch_rows` rows (`attnid.model.judge`;
+    column sketch_rows, V when not sketched)."""
     start = time.perf_counter()
     counts = count_model(spec)
     sizing = model_sizing(spec, oversample)
@@ -79,10 +90,16 @@ def verify_case(
 
         return routed_tokens(spec, f, theta, tokens_of, sizing.batch, oversample)
 
+    rows = sketch_rows(spec) if sketch else spec.vocab_size
+
+    def sketch_of(tokens):
+        return gaussian_sketch(tokens, spec.vocab_size, rows)
+
     f, theta = make(seed, False)
     tokens, fewest = draw(f, theta, seed + 1000)
-    at = measure_function(f, theta, tokens, half=True, keep_factor=certify is not None)
+    at = measure_function(f, theta, tokens, half=True, keep_factor=certify is not None, sketch=sketch_of(tokens))
     row = {"case": name, "kind": kind, "label": spec.label, "P": theta.numel(), "P_spec": spec.n_params}
+    row["sketch_rows"] = rows
     row |= {"count": counts.unidentified, "measured": at["measured"], "measured_half": at["measured_half"]}
     row |= {"gap": at["gap"], "sigma_kept": at["sigma_kept"], "positions": at["positions"]}
     checks = []
@@ -92,7 +109,7 @@ def verify_case(
     row |= {"weak_count": counts.weakly_identified, "weak_measured": 0}
     if has_eps(spec):
         f0, theta0 = make(seed, True)
-        free = measure_function(f0, theta0, tokens, half=False)
+        free = measure_function(f0, theta0, tokens, half=False, sketch=sketch_of(tokens))
         row["weak_measured"] = free["measured"] - at["measured"]
         if row["weak_measured"] > 0:
             kept = at["sigma"][at["rank"] - row["weak_measured"] : at["rank"]]
@@ -102,7 +119,9 @@ def verify_case(
     if other_seed:
         f1, theta1 = make(seed + 1, False)
         tokens1, _ = draw(f1, theta1, seed + 1001)
-        row["measured_other_seed"] = measure_function(f1, theta1, tokens1, half=False)["measured"]
+        row["measured_other_seed"] = measure_function(f1, theta1, tokens1, half=False, sketch=sketch_of(tokens1))[
+            "measured"
+        ]
         checks.append(row["measured_other_seed"] == at["measured"])
     checks.append(row["weak_measured"] == row["weak_count"])
     if certify is not None:

@@ -130,12 +130,46 @@ def random_tokens(spec: ModelSpec, sizing: ModelSizing, generator: torch.Generat
     return balanced[torch.randperm(n, generator=generator)].view(sizing.batch, sizing.seq_len)
 
 
-def logits_jacobian(f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28) -> torch.Tensor:
-    """J (B T V, P) of f(theta, tokens (T,)) -> (T, V), per sequence, vmapped in chunks."""
+def logits_jacobian(
+    f, theta: torch.Tensor, tokens: torch.Tensor, max_bytes: float = 2**28, sketch: torch.Tensor | None = None
+) -> torch.Tensor:
+    """J (B T V, P) of f(theta, tokens (T,)) -> (T, V), per sequence, vmapped in chunks; with sketch S (B, T, V, r)
+    the sketched J (B T r, P): row (b, t, j) is sum_v S[b, t, v, j] dz[b, t, v] / dtheta (r backward passes a
+    position instead of V)."""
+    if sketch is not None:
+        return _sketched_jacobian(f, theta, tokens, sketch, max_bytes)
     out_per_seq = f(theta, tokens[0]).numel()
     chunk = max(1, int(max_bytes // (out_per_seq * theta.numel() * theta.element_size())))
     jac = vmap(jacrev(f), in_dims=(None, 0), chunk_size=chunk)(theta, tokens)  # (B, T, V, P)
     return jac.reshape(-1, theta.numel())
+
+
+def _sketched_jacobian(f, theta, tokens, sketch, max_bytes):
+    def g(th, tok, S):  # (T,), (T, V, r) -> (T, r)
+        return torch.einsum("tv,tvr->tr", f(th, tok), S)
+
+    out_per_seq = sketch.shape[1] * sketch.shape[3]
+    chunk = max(1, int(max_bytes // (out_per_seq * theta.numel() * theta.element_size())))
+    jac = vmap(jacrev(g), in_dims=(None, 0, 0), chunk_size=chunk)(theta, tokens, sketch)  # (B, T, r, P)
+    return jac.reshape(-1, theta.numel())
+
+
+SKETCH_SEED = 20_260_901  # the Gaussian sketches' seed (one draw per measurement, the same for every call)
+
+
+def sketch_rows(spec: ModelSpec) -> int:
+    """r of a sketched measurement: 2 info + 2 rows a position (info = the directions a position's final
+    residual row carries, the sizing rule's), the whole V where that is not fewer."""
+    info = max(1, min(spec.vocab_size, spec.d_model - directions_lost(spec)))
+    return min(spec.vocab_size, 2 * info + 2)
+
+
+def gaussian_sketch(tokens: torch.Tensor, V: int, r: int) -> torch.Tensor | None:
+    """S (B, T, V, r) / sqrt(r), standard Gaussian from SKETCH_SEED; None when r >= V (nothing to save)."""
+    if r >= V:
+        return None
+    gen = torch.Generator().manual_seed(SKETCH_SEED)
+    return torch.randn(*tokens.shape, V, r, generator=gen, dtype=torch.float64) / math.sqrt(r)
 
 
 def rank_of(J: torch.Tensor, rtol: float = RANK_RTOL) -> tuple[dict, torch.Tensor]:
@@ -153,10 +187,18 @@ def concurrently(calls, workers: int) -> list:
 
 
 def measure_function(
-    f, theta: torch.Tensor, tokens: torch.Tensor, half: bool = True, rtol: float = RANK_RTOL, keep_factor: bool = False
+    f,
+    theta: torch.Tensor,
+    tokens: torch.Tensor,
+    half: bool = True,
+    rtol: float = RANK_RTOL,
+    keep_factor: bool = False,
+    sketch: torch.Tensor | None = None,
 ) -> dict:
     """P - rank of the logits Jacobian of f at theta over tokens; with half, also on the first half of the sequences;
-    keep_factor: also J's triangular factor R (P, P) under "R" (||J t|| = ||R t||) and sigma_max.
+    keep_factor: also J's triangular factor R (P, P) under "R" (||J t|| = ||R t||) and sigma_max; sketch
+    (B, T, V, r): the rank of the sketched Jacobian S J instead (`logits_jacobian`; rank S J <= rank J, so
+    a sketch can only add unidentified directions, never hide one).
 
     The two halves of the sequences are independent until the end: with torch threads >= 2 their
     Jacobians and R factors are computed side by side on two single-threaded workers (f must then be
@@ -166,12 +208,16 @@ def measure_function(
     threads = torch.get_num_threads()
     workers = 2 if threads >= 2 else 1
     half_seqs = tokens.shape[0] // 2
+
+    def part(S, second):
+        return None if S is None else (S[half_seqs:] if second else S[:half_seqs])
+
     torch.set_num_threads(max(1, threads // workers))
     try:
         R_half, R_rest = concurrently(
             [
-                lambda: triangular_factor(logits_jacobian(f, theta, tokens[:half_seqs])),
-                lambda: triangular_factor(logits_jacobian(f, theta, tokens[half_seqs:])),
+                lambda: triangular_factor(logits_jacobian(f, theta, tokens[:half_seqs], sketch=part(sketch, 0))),
+                lambda: triangular_factor(logits_jacobian(f, theta, tokens[half_seqs:], sketch=part(sketch, 1))),
             ],
             workers,
         )
