@@ -122,13 +122,17 @@ def test_check_failures_name_every_part_that_does_not_agree():
     assert lines[2].endswith("error; boom")
 
 
-def test_the_coverage_rule_fails_and_writes_nothing_when_a_part_disagrees(tmp_path, monkeypatch):
-    import attnid.hf.coverage as coverage_module
+def test_the_coverage_rule_fails_and_writes_nothing_when_a_part_disagrees(tmp_path):
+    """hf_coverage.py gathers the per-type checks (hf_check.py's CSVs) and names every failing row."""
+    import pandas as pd
 
-    monkeypatch.setattr(coverage_module, "check_types", lambda *args, **kwargs: [_row("agree"), _row("disagree")])
+    checks = []
+    for i, rows in enumerate([[_row("agree")], [_row("disagree")]]):
+        checks.append(str(tmp_path / f"type{i}.csv"))
+        pd.DataFrame(rows, columns=CHECK_COLUMNS).to_csv(checks[-1], index=False)
     fake = SimpleNamespace(
         log=[str(tmp_path / "hf_coverage.log")], threads=1, output=[str(tmp_path / "coverage.csv")],
-        params=SimpleNamespace(cfg={"coverage": ["gpt2"], "seed": 0, "oversample": 3.0}),
+        input=SimpleNamespace(checks=checks),
     )  # fmt: skip
     streams = sys.stdout, sys.stderr, sys.excepthook
     try:

@@ -262,7 +262,9 @@ def run_check(args) -> int:
     cfg = _check_config(args)
     log = None if args.json else print
     try:
-        rows = check_config(cfg, seed=args.seed, oversample=args.oversample, whole=not args.layers_only, log=log)
+        rows = check_config(
+            cfg, args.seed, args.oversample, whole=not args.layers_only, log=log, sketch=not args.full_jacobian
+        )
     except SpecError as err:
         raise UsageError(f"{args.hf_config or args.model or args.model_type}: {err}") from None
     except Exception as err:  # noqa: BLE001 -- the library's own class failed on the tiny config: say so in one line
@@ -273,7 +275,7 @@ def run_check(args) -> int:
     verdicts = [r["verdict"] for r in rows]
     if args.json:
         keep = ("part", "spec", "P", "P_spec", "count", "measured", "measured_half", "weak_count", "weak_measured",
-                "gap", "margin", "verdict", "reason")  # fmt: skip
+                "gap", "margin", "sketch_rows", "verdict", "reason")  # fmt: skip
         _print({"rows": [{k: r[k] for k in keep if k in r} for r in rows]}, True)
     else:
         print("verdict:", "disagree" if "disagree" in verdicts else "undecided" if "undecided" in verdicts else "agree")
@@ -369,6 +371,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     source.add_argument("--model-type", metavar="TYPE", help="the default config of a transformers model type")
     p_check.add_argument("--seed", type=int, default=0, help="seed of the random point and inputs (default 0)")
     p_check.add_argument("--oversample", type=float, default=3.0, help="Jacobian rows over the need (default 3)")
+    p_check.add_argument(
+        "--full-jacobian",
+        action="store_true",
+        help="the whole model's rank from the full logits Jacobian, not its per-position Gaussian sketch (slower)",
+    )
     p_check.add_argument("--layers-only", action="store_true", help="check the attention layers, not the whole model")
     p_check.add_argument("--json", action="store_true", help="print JSON instead of one line per row")
     p_check.set_defaults(func=run_check, seq_len=None, whole_model=False)

@@ -8,6 +8,12 @@ import glob
 
 HF = config["hf"]
 COVERAGE = HF["coverage"]
+if COVERAGE == "mapped":  # every mapped type of the installed transformers, one job each
+    from attnid.hf.coverage import mapped_types
+
+    COVERAGE_TYPES = mapped_types()
+else:
+    COVERAGE_TYPES = list(COVERAGE)
 # The mapping families are found by name when the mapping is imported, not imported by name: list them.
 MAPPING_FAMILIES = sorted(
     os.path.relpath(p)
@@ -92,22 +98,36 @@ rule hf_model_types_table:
         "../scripts/hf_model_types_table.py"
 
 
+rule hf_check:
+    input:
+        script_inputs("hf_check.py"),
+        MAPPING_FAMILIES,
+        HF_CONFIGS,
+    output:
+        f"{RESULTS}/hf/checks/{{model_type}}.csv",
+    log:
+        logfile("hf_check_{model_type}"),
+    benchmark:
+        benchfile("hf_check_{model_type}")
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        cfg={"seed": HF["seed"], "oversample": HF["oversample"], "sketch": HF.get("sketch", True)},
+    script:
+        "../scripts/hf_check.py"
+
+
 rule hf_coverage:
     input:
         script_inputs("hf_coverage.py"),
-        MAPPING_FAMILIES,
-        HF_CONFIGS,
+        checks=expand(f"{RESULTS}/hf/checks/{{model_type}}.csv", model_type=COVERAGE_TYPES),
     output:
         report(f"{RESULTS}/hf/coverage.csv", category="Checks"),
     log:
         logfile("hf_coverage"),
-    benchmark:
-        benchfile("hf_coverage")
     conda:
         CONDA_ENV
-    threads: 1 if isinstance(COVERAGE, list) and len(COVERAGE) == 1 else 2
-    params:
-        cfg={"coverage": COVERAGE, "seed": HF["seed"], "oversample": HF["oversample"]},
     script:
         "../scripts/hf_coverage.py"
 

@@ -8,7 +8,10 @@ it (random float64 weights, eager attention, float64 kept through the library's 
   real model and called with the model's own masks and position embeddings on Gaussian inputs, against
   `attnid.counting.count` of its mapped spec at the tiny size;
 * the whole model: P - rank of the Jacobian of all logits (`attnid.model.grid.verify_case`) against
-  `attnid.model.count_model` at the tiny size;
+  `attnid.model.count_model` at the tiny size; by default each position's V logits are sketched to 2 info + 2
+  Gaussian combinations (`attnid.model.judge.sketch_rows`: r backward passes a position instead of V, and a
+  QR of r / V the rows). rank S J <= rank J, so a sketch can only add unidentified directions, never hide one
+  the count misses; `sketch=False` (`attnid check --full-jacobian`) measures the full J;
 
 each with its singular-value gap and margin and, where a norm has eps > 0, its weakly identified
 dimension (measured against an eps = 0 twin at the same weights; an eps below MIN_EPS, whose weak directions
@@ -237,8 +240,11 @@ def check_layer(build, layer: int, spec, seed: int = 0, oversample: float = 3.0,
     return row
 
 
-def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool = True, log=None) -> list[dict]:
-    """The self-check's rows (module docstring): every distinct attention layer, then the whole model."""
+def check_config(
+    cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool = True, log=None, sketch: bool = True
+) -> list[dict]:
+    """The self-check's rows (module docstring): every distinct attention layer, then the whole model (sketch: its
+    logits' Jacobian sketched to `attnid.model.judge.sketch_rows` rows a position; False: the full Jacobian)."""
     from ..model.counting import count_model
     from ..model.real import build_real_model
 
@@ -269,7 +275,7 @@ def check_config(cfg: dict, seed: int = 0, oversample: float = 3.0, whole: bool 
         except SpecError as err:
             rows.append({"part": "whole model", "spec": spec.label, "verdict": "refused", "reason": str(err)})
         else:
-            rows.append(_whole_row(cls_name, spec, builder, seed, oversample, measured_eps))
+            rows.append(_whole_row(cls_name, spec, builder, seed, oversample, measured_eps, sketch))
         _log(log, rows[-1])
     return rows
 
@@ -280,11 +286,11 @@ def smallest_eps(spec) -> float:
     return min((v for v in values if v > 0), default=0.0)
 
 
-def _whole_row(cls_name: str, spec, builder, seed: int, oversample: float, eps: float | None) -> dict:
+def _whole_row(cls_name: str, spec, builder, seed: int, oversample: float, eps: float | None, sketch: bool) -> dict:
     """The whole-model row at eps (None: the config's own; builder(eps) gives the real model's build), re-measured
     at a larger eps while the only excess is weak directions left unresolved (EPS_STEP, MAX_EPS)."""
     while True:
-        row = {**_check_whole(cls_name, spec, builder(eps), seed, oversample), "measured_eps": eps}
+        row = {**_check_whole(cls_name, spec, builder(eps), seed, oversample, sketch), "measured_eps": eps}
         excess, current = row["measured"] - row["count"], eps or smallest_eps(spec)
         unresolved = excess > 0 and excess == row["weak_count"] - row["weak_measured"]
         if row["verdict"] == "agree" or not unresolved or not 0 < current < MAX_EPS:
@@ -292,7 +298,7 @@ def _whole_row(cls_name: str, spec, builder, seed: int, oversample: float, eps: 
         eps = min(MAX_EPS, float(f"{EPS_STEP * current:.3g}"))
 
 
-def _check_whole(cls_name: str, spec, build, seed: int, oversample: float) -> dict:
+def _check_whole(cls_name: str, spec, build, seed: int, oversample: float, sketch: bool) -> dict:
     """The whole-model row. Data-limited is not disagreement: while the first half of the sequences measures
     more than all of them (a ReLU unit active on few tokens hides directions), the data is doubled, twice."""
     from ..model.grid import verify_case
@@ -301,7 +307,9 @@ def _check_whole(cls_name: str, spec, build, seed: int, oversample: float) -> di
         return _whole(build, s, eps_zero)
 
     for attempt in range(3):
-        row = verify_case(cls_name, "transformers", spec, make, seed, oversample * 2**attempt, other_seed=False)
+        row = verify_case(
+            cls_name, "transformers", spec, make, seed, oversample * 2**attempt, other_seed=False, sketch=sketch
+        )
         if row["measured_half"] == row["measured"]:
             break
     row = {"part": "whole model", "spec": spec.label, **row, "oversample": oversample * 2**attempt}

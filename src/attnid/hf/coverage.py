@@ -208,12 +208,12 @@ def coverage_by_category(rows):
 # The columns of one self-check row in results/<preset>/hf/coverage.csv (attnid.hf.check's rows, flattened).
 CHECK_COLUMNS = (
     "model_type", "config", "part", "spec", "verdict", "P", "P_spec", "count", "measured", "measured_half",
-    "weak_count", "weak_measured", "gap", "margin", "measured_eps", "seconds", "reason",
+    "weak_count", "weak_measured", "gap", "margin", "measured_eps", "sketch_rows", "seconds", "reason",
 )  # fmt: skip
 PASSING = ("agree", "refused")  # a refused row is a part the count refuses (its layers only are counted)
 
 
-def check_rows(mt: str, seed: int = 0, oversample: float = 3.0) -> list[dict]:
+def check_rows(mt: str, seed: int = 0, oversample: float = 3.0, sketch: bool = True) -> list[dict]:
     """The self-check of one mapped type (attnid.hf.check.check_config of checked_config(mt)), one row per part with
     CHECK_COLUMNS. A config the check refuses is one `refused` row, and a failure of the transformers class on the
     shrunk config one `error` row, each with the reason, so that one type never hides the others."""
@@ -225,7 +225,7 @@ def check_rows(mt: str, seed: int = 0, oversample: float = 3.0) -> list[dict]:
     where = "default"
     try:
         where, cfg = checked_config(mt)
-        rows = check_config(cfg, seed=seed, oversample=oversample)
+        rows = check_config(cfg, seed=seed, oversample=oversample, sketch=sketch)
     except SpecError as err:
         rows = [{"part": "config", "verdict": "refused", "reason": str(err)}]
     except Exception as err:  # noqa: BLE001 -- the library's own class failed on the shrunk config
