@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import torch
 
+from .softmax import softmax_last
+
 
 def _rms(z: torch.Tensor, eps: float) -> torch.Tensor:
     return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
@@ -104,10 +106,10 @@ def adjust_scores(scores: torch.Tensor, spec) -> torch.Tensor:
 def attention_weights(scores: torch.Tensor, w: dict, spec) -> torch.Tensor:
     """softmax over keys of scores (B, H, T, T); with sinks a per-head logit joins each row and is dropped."""
     if not spec.sinks:
-        return scores.softmax(dim=-1)
+        return softmax_last(scores)
     B, H, T, _ = scores.shape
     sink = w["sink"].to(scores.dtype)[None, :, None, None].expand(B, H, T, 1)
-    return torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :T]
+    return softmax_last(torch.cat((scores, sink), dim=-1))[..., :T]
 
 
 def normalize_heads(heads: torch.Tensor, w: dict, spec) -> torch.Tensor:

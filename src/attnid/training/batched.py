@@ -169,6 +169,7 @@ class BatchedRuns:
         self.measured = set(self.steps)
         self.gauged = {t for t in self.steps if every and (t % every == 0 or t == base.steps - 1)}
         self.meas = Measurements(COLUMNS, self.M, self.steps, len(self.net.layers), device)
+        self.columns = [_as_slice(idx) for idx in self.net.layers]  # the same columns, a view where contiguous
         self.alive = torch.ones(self.M, dtype=torch.bool, device=device)
         self.diverged_step = torch.full((self.M,), -1, dtype=torch.long)
         net, per_sample = self.net, self.task.per_sample_loss
@@ -215,7 +216,7 @@ class BatchedRuns:
         without its tangent part P_T u in `project` runs, measured on `measure` steps)."""
         u = self.optimizer.update(self.theta, grads)
         if measure or self.projected.any():
-            for i, idx in enumerate(self.net.layers):
+            for i, idx in enumerate(self.columns):
                 u_layer = self._attention_update(i, idx, u[:, idx], t, measure)
                 if self.projected.any():
                     u[:, idx] = u_layer
@@ -236,7 +237,7 @@ class BatchedRuns:
             index = torch.tensor(list(values), dtype=torch.long)
             self.meas.set(column, t, torch.tensor(list(values.values()), dtype=torch.float64), rows=index)
 
-    def _attention_update(self, i: int, idx: torch.Tensor, u: torch.Tensor, t: int, measure: bool) -> torch.Tensor:
+    def _attention_update(self, i: int, idx, u: torch.Tensor, t: int, measure: bool) -> torch.Tensor:
         """The update (M, P_layer) of attention layer i as applied: u - P_T u in `project` runs (norm removed:
         ||P_T u||); on measured steps its norm and overlaps ||P_T u|| / ||u|| (whole, per part, gauge)."""
         live = self.alive[:, None]
@@ -288,7 +289,7 @@ class BatchedRuns:
     def _measure_conserved(self, t: int) -> None:
         """drift = ||I(theta_{t+1}) - I(theta_0)||_F / scale and imbalance = ||I(theta_{t+1})||_F / scale per part
         (attnid.symmetry.imbalance_reference: scale(theta_0))."""
-        for i, idx in enumerate(self.net.layers):
+        for i, idx in enumerate(self.columns):
             current, ref = symmetry.imbalance(self.spec, self.theta[:, idx]), self.references[i]
             for part in symmetry.PARTS:
                 now, then = current[part].flatten(1), ref["imbalance"][part].flatten(1)  # (M, n)
@@ -347,6 +348,15 @@ class BatchedRuns:
             config=self.cfgs[m].to_dict(),
         )
         return summary
+
+
+def _as_slice(idx: torch.Tensor) -> torch.Tensor | slice:
+    """idx (n,) as the slice it spans when it is one contiguous increasing run (indexing by it then copies
+    nothing), else idx."""
+    first = int(idx[0]) if idx.numel() else 0
+    if idx.numel() and torch.equal(idx.cpu(), torch.arange(first, first + idx.numel())):
+        return slice(first, first + idx.numel())
+    return idx
 
 
 def stacked_projector(spec, theta: torch.Tensor):
