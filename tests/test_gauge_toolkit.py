@@ -38,6 +38,7 @@ FAMILIES = {
     "gpt_neox": ("GPTNeoXForCausalLM", {"model_type": "gpt_neox", "vocab_size": 32, "hidden_size": 8,
                                         "num_attention_heads": 2, "num_hidden_layers": 2, "intermediate_size": 8,
                                         "rotary_pct": 0.5, "max_position_embeddings": 64, "tie_word_embeddings": False}),
+    "deepseek_v3": TINY["deepseek_v3_moe"],  # latent attention, a dense block, then routed and shared experts
 }  # fmt: skip
 SEQ = 6
 
