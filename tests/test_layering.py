@@ -27,7 +27,7 @@ LAYERS = (
                                            "attnid.model.counting", "attnid.model.counting.*"]),
     ("configs and run lists", True, ["attnid.hf", "attnid.hf.mapping", "attnid.hf.mapping.*", "attnid.hf.tables", "attnid.hf.refusals",
                                      "attnid.training.runs", "attnid.workflow_config"]),
-    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.device", "attnid.layout", "attnid.variants",
+    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layout", "attnid.variants",
                         "attnid.attention", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
                         "attnid.jacobian.*", "attnid.model.layout", "attnid.model.forward", "attnid.model.judge",
                         "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check",
