@@ -25,6 +25,9 @@ paper: in this process, every job of the preset (a task, model and head count: a
   of the same steps can be faster than its matrix products, so this is a lower bound on the job's time here
   (the rest, elementwise work, metrics and Python, is on top). `ratio` = measured / floor in the preset's
   dtype, per job and for the preset. `--floor-only` prints the floor without timing the training.
+  `--from-build` times nothing either: it reads each job's wall and CPU seconds from a finished build of the
+  preset (Snakemake's benchmark files, <results_dir>/benchmarks/training/<task>/<model>/h<H>.tsv: start-up,
+  set-up and writing included, two jobs sharing the 2 cores) and prints their ratios to the floor.
 """
 
 from __future__ import annotations
@@ -219,6 +222,15 @@ def measured_cpu(cfgs: list, steps: int) -> dict:
     return {"setup_s": setup, "ms_per_step": 1e3 * per_step, "job_cpu_s": setup + per_step * cfg.steps + per_eval}
 
 
+def built_job(training_dir: Path, job: dict) -> dict:
+    """Wall and CPU seconds of one training job as a finished build measured it (Snakemake's benchmark file)."""
+    path = training_dir / job["task"] / job["model"] / f"h{job['heads']}.tsv"
+    if not path.is_file():
+        raise SystemExit(f"--from-build: no benchmark file {path.relative_to(ROOT)} (build the preset's training first)")
+    row = pd.read_csv(path, sep="\t").iloc[-1]
+    return {"job_wall_s": float(row["s"]), "job_cpu_s": float(row["cpu_time"])}
+
+
 def paper(args) -> None:
     """Every job of the preset (or those selected) for its first steps, against its matmul floor."""
     import torch
@@ -228,8 +240,10 @@ def paper(args) -> None:
 
     resolve_device(args.device)  # DeviceError with the reason when CUDA is asked for and absent
     torch.set_num_threads(1)
-    training = yaml.safe_load((ROOT / args.configfile).read_text())["training"]
+    preset = yaml.safe_load((ROOT / args.configfile).read_text())
+    training = preset["training"]
     dtype = training["dtype"]
+    training_dir = ROOT / preset.get("results_dir", "results/default") / "benchmarks" / "training"
     rows, cache = [], {}
     for job in jobs(training):
         if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
@@ -239,7 +253,11 @@ def paper(args) -> None:
         params = job_params(training, job["task"], job["model"], job["heads"])
         cfgs = [run_config(params, args.device, **k) for k in runs(params)]
         row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps, **floor(cfgs, cache)}
-        if not args.floor_only:
+        if args.from_build:
+            row.update(built_job(training_dir, job))
+            row["ratio"] = row["job_cpu_s"] / row[f"floor_{dtype}_s"]
+            row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
+        elif not args.floor_only:
             every = math.lcm(cfgs[0].metrics_every, cfgs[0].eval_every)
             n = min(cfgs[0].steps, every * math.ceil(args.steps / every))
             row.update(measured_cpu(cfgs, n))
@@ -259,7 +277,12 @@ def paper(args) -> None:
         print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.4f} PFLOP of matrix products (forward, backward, targets, "
               f"held-out); at this machine's {name} bmm rate at those shapes {hours:.3f} CPU-hours, "
               f"{60 * hours / args.cores:.1f} min on {args.cores} cores")  # fmt: skip
-    if not args.floor_only and len(df):
+    if args.from_build and len(df):
+        floor_s = df[f"floor_{dtype}_s"].sum()
+        print(f"# FROM THE BUILD ({training_dir.relative_to(ROOT)}): {len(df)} jobs, {df['job_wall_s'].sum():.0f} s of job "
+              f"wall time and {df['job_cpu_s'].sum():.0f} CPU-s; RATIO to the {dtype} floor: CPU {df['job_cpu_s'].sum() / floor_s:.2f}, "
+              f"wall {df['job_wall_s'].sum() / floor_s:.2f} (worst job: CPU {df['ratio'].max():.2f})")  # fmt: skip
+    elif not args.floor_only and len(df):
         total = df["job_cpu_s"].sum()
         print(f"# EXTRAPOLATED from the first {args.steps}+ steps of each job: {n_runs} runs in {len(df)} jobs: "
               f"{total / 3600:.3f} CPU-hours ({total:.0f} CPU-s), about {total / args.cores / 60:.1f} min with "
@@ -283,6 +306,7 @@ def main(argv=None) -> None:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--floor-only", action="store_true", help="only the arithmetic floor (no training timed)")
+    p.add_argument("--from-build", action="store_true", help="the jobs' times read from a finished build, not timed")
     args = parser.parse_args(argv)
     sweep(args) if args.mode == "sweep" else paper(args)
 
