@@ -243,7 +243,8 @@ def paper(args) -> None:
     preset = yaml.safe_load((ROOT / args.configfile).read_text())
     training = preset["training"]
     dtype = training["dtype"]
-    training_dir = ROOT / preset.get("results_dir", "results/default") / "benchmarks" / "training"
+    results_dir = preset.get("results_dir") or yaml.safe_load((ROOT / "config/config.yaml").read_text())["results_dir"]
+    training_dir = ROOT / results_dir / "benchmarks" / "training"
     rows, cache = [], {}
     for job in jobs(training):
         if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
@@ -255,13 +256,14 @@ def paper(args) -> None:
         row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps, **floor(cfgs, cache)}
         if args.from_build:
             row.update(built_job(training_dir, job))
-            row["ratio"] = row["job_cpu_s"] / row[f"floor_{dtype}_s"]
             row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
         elif not args.floor_only:
             every = math.lcm(cfgs[0].metrics_every, cfgs[0].eval_every)
             n = min(cfgs[0].steps, every * math.ceil(args.steps / every))
             row.update(measured_cpu(cfgs, n))
+        if "job_cpu_s" in row:
             row["ratio"] = row["job_cpu_s"] / row[f"floor_{dtype}_s"]
+        if "ms_per_step" in row:
             print(f"{job['task']}/{job['model']} H={job['heads']}: {len(cfgs)} runs, {row['ms_per_step']:.0f} ms/step, "
                   f"~{row['job_cpu_s']:.0f} CPU-s, floor {row[f'floor_{dtype}_s']:.1f} s, ratio {row['ratio']:.1f}",
                   file=sys.stderr, flush=True)  # fmt: skip
