@@ -65,9 +65,13 @@ def semantic_errors(config: Mapping) -> list[str]:
         for i, mt in enumerate(coverage):
             if mt not in SUPPORTED_MODEL_TYPES:
                 errors.append(f"config hf.coverage[{i}]: {mt!r} is not a mapped model type (attnid coverage lists them)")
-    from .training.runs import attention_spec  # torch-free
+    from .training.runs import TASKS, attention_spec  # torch-free
 
     for i, task in enumerate((config.get("training") or {}).get("tasks", [])):
+        if ("d_head" in task) == ("d_model" in (task.get("attention") or {})):
+            errors.append(f"config training.tasks[{i}]: give exactly one of attention.d_model (a fixed width) or "
+                          "d_head (a fixed head size)")  # fmt: skip
+            continue
         for j, heads in enumerate(task.get("heads", [])):  # each trained layer must be a valid spec
             try:
                 spec = attention_spec(task, heads)
@@ -79,10 +83,15 @@ def semantic_errors(config: Mapping) -> list[str]:
             if task.get("model") == "llama" and spec.d_head_qk % 2:
                 errors.append(f"config training.tasks[{i}].heads[{j}] = {heads}: Llama's RoPE rotates pairs of "
                               f"dims, head size {spec.d_head_qk} is odd")  # fmt: skip
-    keys = [(t.get("task"), t.get("model", "own")) for t in (config.get("training") or {}).get("tasks", [])]
+    entries = (config.get("training") or {}).get("tasks", [])
+    keys = [(t.get("name", t.get("task")), t.get("model", "own")) for t in entries]
     for i, key in enumerate(keys):
         if key in keys[:i]:
-            errors.append(f"config training.tasks[{i}]: a second entry for task {key[0]!r} with model {key[1]!r}")
+            errors.append(f"config training.tasks[{i}]: a second sweep named {key[0]!r} with model {key[1]!r} "
+                          "(give one of them a `name`)")  # fmt: skip
+    for i, t in enumerate(entries):
+        if t.get("name") in TASKS and t.get("name") != t.get("task"):
+            errors.append(f"config training.tasks[{i}].name: {t['name']!r} is another task kind's name")
     return errors
 
 

@@ -15,6 +15,13 @@ algorithm with its hyperparameters, so that "SGD with weight decay" is its own a
 Across the package `optimizer` is always that label (a run key, the summary's column) and
 `algorithm` the update rule (RunConfig.algorithm, one of ALGORITHMS).
 
+A task entry is one sweep. Its `task` is the kind of task (one of TASKS: what the data are and what the
+loss reads); its optional `name` (default: the kind) labels the sweep, so one kind can be swept twice by one
+model, e.g. at a fixed width and at a fixed head size. Everywhere a run or job says `task`, it means this name
+(the job's wildcard, the summary's `task` column); RunConfig.task and the summary's `kind` are the kind. The
+width: `attention.d_model` fixes it (the head size is d_model / H, the law 1/(2H) at one width), or the entry's
+`d_head` fixes the head size and d_model = H d_head (every H has heads of the same size, so every H can learn).
+
 Runs and jobs:
     run  = (task, model, optimizer, rebalance, heads, seed)   RUN_KEYS; one row of summary.parquet
     job  = (task, model, heads)                               JOB_KEYS; one Snakemake job trains all
@@ -159,12 +166,18 @@ def section_model(section: dict) -> str:
     return section.get("model", "own")
 
 
+def section_name(section: dict) -> str:
+    """The sweep's name: the entry's `name`, else its task kind (module docstring)."""
+    return section.get("name", section["task"])
+
+
 def task_section(training: dict, task: str, model: str = "own") -> dict:
-    """The `tasks` entry of one (task, model) (tasks and optimizers are lists, so presets replace them whole)."""
+    """The `tasks` entry of one (sweep name, model) (tasks and optimizers are lists, so presets replace them
+    whole)."""
     for section in training["tasks"]:
-        if section["task"] == task and section_model(section) == model:
+        if section_name(section) == task and section_model(section) == model:
             return section
-    raise KeyError(f"training.tasks has no entry for task {task!r} with model {model!r}")
+    raise KeyError(f"training.tasks has no entry named {task!r} with model {model!r}")
 
 
 def optimizer_entry(section: dict, name: str) -> dict:
@@ -182,7 +195,11 @@ def kv_heads(heads: int, kv_ratio: int) -> int:
 def attention_spec(section: dict, heads: int) -> AttentionSpec:
     """The AttentionSpec of a task section at `heads` query heads (real architectures: attnid.training.archs
     fixes what the architecture does: RoPE and GQA for Llama, biases for GPT-2)."""
-    fields = {**section["attention"], "n_heads": int(heads)}
+    fields = {**section.get("attention", {}), "n_heads": int(heads)}
+    if "d_head" in section:  # a fixed head size: the width grows with H
+        if "d_model" in fields:
+            raise KeyError(f"training.tasks[{section_name(section)}]: give attention.d_model or d_head, not both")
+        fields["d_model"] = int(heads) * int(section["d_head"])
     ratio = section.get("kv_ratio", 1)
     if ratio > 1 and "n_kv_heads" not in fields:
         fields["n_kv_heads"] = kv_heads(int(heads), ratio)
@@ -197,7 +214,7 @@ def attention_spec(section: dict, heads: int) -> AttentionSpec:
 def jobs(training: dict) -> list[dict]:
     """Wildcards of every job (JOB_KEYS), in a stable order."""
     return [
-        {"task": s["task"], "model": section_model(s), "heads": int(h)} for s in training["tasks"] for h in s["heads"]
+        {"task": section_name(s), "model": section_model(s), "heads": int(h)} for s in training["tasks"] for h in s["heads"]
     ]
 
 
@@ -231,10 +248,11 @@ def run_config(
     """The RunConfig of one run of the sweep (wildcards as strings or ints)."""
     section = task_section(training, task, model)
     opt = optimizer_entry(section, optimizer)
-    fields = {f: section[f] for f in TASK_FIELDS[task] if f in section}
+    fields = {f: section[f] for f in TASK_FIELDS[section["task"]] if f in section}
     fields.update({f: training[f] for f in GLOBAL_FIELDS if f in training})
     return RunConfig(
-        task=task, attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance, device=device,
+        task=section["task"], attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance,
+        device=device,
         algorithm=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
         name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,

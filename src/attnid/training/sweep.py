@@ -75,7 +75,7 @@ def plateau_change(metrics: pd.DataFrame, final_eval_loss: float, steps: int) ->
 
 
 SUMMARY_COLUMNS = (
-    *RUN_KEYS, "algorithm", "lr", "weight_decay", "steps", "parameters", "final_loss", "final_eval_loss",
+    *RUN_KEYS, "kind", "algorithm", "lr", "weight_decay", "steps", "parameters", "final_loss", "final_eval_loss",
     "final_eval_accuracy", "loss_floor", "plateau_change", "mean_overlap_all", "mean_overlap_query_key",
     "mean_overlap_value_output", "max_overlap_all", "chance_all", "chance_query_key", "chance_value_output",
     "max_rebalance_function_change", "mean_rebalance_norm_removed", "final_drift_query_key",
@@ -90,6 +90,7 @@ def summary_row(wildcards: dict, cfg: RunConfig, summary: dict) -> dict:
     row.update(
         heads=int(row["heads"]),
         seed=int(row["seed"]),
+        kind=cfg.task,
         algorithm=cfg.algorithm,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
@@ -109,8 +110,8 @@ def converged(summary: pd.DataFrame, plateau: float, accuracy: float) -> pd.Seri
     """A run has converged when (recall) its final held-out accuracy is at least `accuracy` (the task is
     solvable exactly), or (teacher-student, Markov chain: losses with a floor) its held-out loss changed by
     less than `plateau` (relative) over the last fifth of training (:func:`plateau_change`). Diverged runs
-    have not."""
-    recall = summary["task"] == "recall"
+    have not. The criterion follows the task's kind (a sweep's name may differ from it)."""
+    recall = summary["kind" if "kind" in summary else "task"] == "recall"
     solved = summary["final_eval_accuracy"] >= accuracy
     flat = summary["plateau_change"].abs() < plateau
     return ~summary["diverged"] & ((recall & solved) | (~recall & flat))

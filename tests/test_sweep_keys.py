@@ -1,0 +1,81 @@
+"""A task entry is one sweep: its `name` (one task kind swept twice by one model) and its width rule
+(`attention.d_model`: a fixed width; `d_head`: a fixed head size, d_model = H d_head)."""
+
+import copy
+
+import pytest
+import yaml
+
+from attnid.training.runs import attention_spec, jobs, run_config, runs
+from attnid.workflow_config import semantic_errors
+
+RECALL = {
+    "task": "recall", "attention": {"d_model": 16, "causal": True}, "heads": [1, 2], "vocab": 6, "pairs": 2,
+    "n_layers": 1, "mlp_ratio": 2, "batch": 4, "steps": 3,
+    "optimizers": [{"name": "sgd", "algorithm": "sgd", "lr": 0.1}],
+}  # fmt: skip
+
+
+def _training(*tasks):
+    with open("config/config.yaml") as f:
+        training = yaml.safe_load(f)["training"]
+    return training | {"seeds": [0], "rebalance": ["none"], "tasks": list(tasks)}
+
+
+def _fixed_head(d_head=4, heads=(1, 2, 4)):
+    entry = copy.deepcopy(RECALL) | {"name": "recall_fixed_head", "d_head": d_head, "heads": list(heads)}
+    entry["attention"] = {"causal": True}
+    return entry
+
+
+def test_fixed_head_size_grows_the_width_with_the_head_count():
+    entry = _fixed_head(d_head=4)
+    for h in (1, 2, 4):
+        spec = attention_spec(entry, h)
+        assert (spec.d_model, spec.n_heads, spec.d_head_qk, spec.d_head_v) == (4 * h, h, 4, 4)
+        assert spec.causal
+    fixed = attention_spec(RECALL, 2)
+    assert (fixed.d_model, fixed.d_head_qk) == (16, 8)
+
+
+def test_one_task_swept_twice_by_one_model_keeps_its_kind():
+    training = _training(RECALL, _fixed_head())
+    assert [(j["task"], j["heads"]) for j in jobs(training)] == [
+        ("recall", 1), ("recall", 2), ("recall_fixed_head", 1), ("recall_fixed_head", 2), ("recall_fixed_head", 4)
+    ]  # fmt: skip
+    keys = runs(training, "recall_fixed_head", "own", 4)
+    assert len(keys) == 1 and keys[0]["task"] == "recall_fixed_head"
+    cfg = run_config(training, "cpu", **keys[0])
+    assert cfg.task == "recall" and cfg.attention.d_model == 16 and cfg.name.startswith("recall_fixed_head/")
+    # the two sweeps at H = 2 differ in width: 16 fixed, 2 x 4 at the fixed head size
+    widths = [run_config(training, "cpu", **runs(training, name, "own", 2)[0]).attention.d_model
+              for name in ("recall", "recall_fixed_head")]  # fmt: skip
+    assert widths == [16, 8]
+
+
+def _config(*tasks):
+    with open("config/config.yaml") as f:
+        config = yaml.safe_load(f)
+    config["training"]["tasks"] = list(tasks)
+    return config
+
+
+def test_width_rule_and_names_are_checked_with_the_key_named():
+    assert semantic_errors(_config(RECALL, _fixed_head())) == []
+    both = _fixed_head() | {"attention": {"d_model": 8}}
+    neither = copy.deepcopy(RECALL)
+    del neither["attention"]["d_model"]
+    for bad in (both, neither):
+        (error,) = semantic_errors(_config(bad))
+        assert error.startswith("config training.tasks[0]: give exactly one of attention.d_model")
+    twice = semantic_errors(_config(RECALL, copy.deepcopy(RECALL)))
+    assert twice == ["config training.tasks[1]: a second sweep named 'recall' with model 'own' (give one of them a `name`)"]
+    kind = semantic_errors(_config(RECALL, _fixed_head() | {"name": "markov"}))
+    assert kind == ["config training.tasks[1].name: 'markov' is another task kind's name"]
+
+
+@pytest.mark.parametrize("heads", [[3]])
+def test_fixed_head_size_refuses_odd_rope_heads_for_llama(heads):
+    entry = _fixed_head(d_head=3, heads=heads) | {"model": "llama"}
+    (error,) = semantic_errors(_config(entry))
+    assert "head size 3 is odd" in error
