@@ -79,3 +79,11 @@ def test_fixed_head_size_refuses_odd_rope_heads_for_llama(heads):
     entry = _fixed_head(d_head=3, heads=heads) | {"model": "llama"}
     (error,) = semantic_errors(_config(entry))
     assert "head size 3 is odd" in error
+
+
+def test_a_sweep_may_run_its_own_seeds_and_rebalancing_modes():
+    own = _fixed_head() | {"seeds": [3, 4], "rebalance": ["none", "balance"]}
+    training = _training(RECALL, own) | {"seeds": [0, 1, 2], "rebalance": ["none", "project", "balance"]}
+    assert len(runs(training, "recall", "own", 1)) == 3 * 3
+    keys = runs(training, "recall_fixed_head", "own", 1)
+    assert sorted({(k["rebalance"], k["seed"]) for k in keys}) == [("balance", 3), ("balance", 4), ("none", 3), ("none", 4)]

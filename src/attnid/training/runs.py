@@ -21,6 +21,8 @@ model, e.g. at a fixed width and at a fixed head size. Everywhere a run or job s
 (the job's wildcard, the summary's `task` column); RunConfig.task and the summary's `kind` are the kind. The
 width: `attention.d_model` fixes it (the head size is d_model / H, the law 1/(2H) at one width), or the entry's
 `d_head` fixes the head size and d_model = H d_head (every H has heads of the same size, so every H can learn).
+An entry may run its own `seeds` and `rebalance` modes (default: the global lists), e.g. fewer modes where a
+run costs the most.
 
 Runs and jobs:
     run  = (task, model, optimizer, rebalance, heads, seed)   RUN_KEYS; one row of summary.parquet
@@ -227,7 +229,8 @@ def runs(training: dict, task: str | None = None, model: str | None = None, head
         if heads is not None and int(heads) != job["heads"]:
             continue
         section = task_section(training, job["task"], job["model"])
-        for opt, rebalance, seed in product(section["optimizers"], training["rebalance"], training["seeds"]):
+        modes, seeds = section.get("rebalance", training["rebalance"]), section.get("seeds", training["seeds"])
+        for opt, rebalance, seed in product(section["optimizers"], modes, seeds):
             out.append({"task": job["task"], "model": job["model"], "optimizer": opt["name"],
                         "rebalance": rebalance, "heads": job["heads"], "seed": int(seed)})  # fmt: skip
     return out
