@@ -15,7 +15,9 @@ A provenance record is two layers:
   (host, platform, cores), what torch sees there (torch build, CUDA/cuDNN, GPUs, threads) and
   the git commit of the build (with a dirty flag for uncommitted changes to the code).
 
-`record(fingerprint, root)` joins them with the build time: that dict is <results_dir>/provenance.json.
+`record(fingerprint, root, corpus)` joins them with the build time and, where the sweep trains on text, the
+built corpus (`corpus_record`: the sha256 of its manifest, the package and version it came from, the text's and
+the tokenizer's sha256; attnid.training.corpus): that dict is <results_dir>/provenance.json.
 
     python -c "import attnid.provenance as p, json; print(json.dumps(p.fingerprint({'device': 'cpu'}), indent=1))"
 """
@@ -223,10 +225,19 @@ def torch_runtime() -> dict:
     }
 
 
-def record(fp: Mapping, root: str | Path = ".") -> dict:
-    """provenance.json: the fingerprint, the git commit, torch's view of this machine, the build time (UTC)."""
+def corpus_record(manifest: str | Path) -> dict:
+    """The built text corpus (attnid.training.corpus): its manifest's path and sha256 and what it pins."""
+    facts = json.loads(Path(manifest).read_text())
+    keep = ("package", "version", "tokenizers", "text_sha256", "tokenizer_sha256", "vocab_size", "tokens")
+    return {"manifest": _relative(manifest), "manifest_sha256": file_sha256(manifest), **{k: facts[k] for k in keep}}
+
+
+def record(fp: Mapping, root: str | Path = ".", corpus: Mapping | None = None) -> dict:
+    """provenance.json: the fingerprint, the git commit, torch's view of this machine, the build time (UTC), and
+    the text corpus (`corpus_record`; None when no task trains on text)."""
     return {
         **fp,
+        "corpus": corpus,
         "git": git_state(root),
         "platform": platform_info(),
         "torch": torch_runtime(),

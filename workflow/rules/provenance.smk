@@ -3,7 +3,8 @@
 # A short hash of the fingerprint (attnid.provenance) is a param, so Snakemake's params rerun trigger
 # rebuilds the record when the code results depend on, the config or the installed software change,
 # and only then: a README edit or an untracked note reruns nothing. Runs where the compute jobs run
-# (on a GPU node when device is cuda), so the record shows the GPU they used.
+# (on a GPU node when device is cuda), so the record shows the GPU they used. Where a task trains on
+# text, the corpus's manifest is an input and its sha256 part of the record (workflow/rules/corpus.smk).
 import attnid.provenance as provenance
 
 
@@ -11,6 +12,7 @@ rule provenance:
     input:
         script_inputs("provenance.py"),
         configfiles=[os.path.relpath(f) for f in workflow.configfiles],
+        corpus=lambda wildcards: rules.corpus.output.manifest if CORPUS_USED else [],
     output:
         record=report(
             f"{RESULTS}/provenance.json",
