@@ -92,6 +92,11 @@ def semantic_errors(config: Mapping) -> list[str]:
     for i, t in enumerate(entries):
         if t.get("name") in TASKS and t.get("name") != t.get("task"):
             errors.append(f"config training.tasks[{i}].name: {t['name']!r} is another task kind's name")
+        if t.get("task") == "text" and "corpus" not in (config.get("training") or {}):
+            errors.append(f"config training.tasks[{i}]: the text task needs the section training.corpus")
+        if t.get("task") == "text" and t.get("model", "own") == "own" and not (t.get("attention") or {}).get("causal"):
+            errors.append(f"config training.tasks[{i}].attention.causal: the text task predicts the next token; "
+                          "set causal: true")  # fmt: skip
     return errors
 
 

@@ -9,6 +9,7 @@ include: "training_common.smk"
 rule train_job:
     input:
         script_inputs("train_job.py"),
+        unpack(train_job_corpus),
     output:
         metrics=f"{TRAIN_JOB}/metrics.parquet",
         summary=f"{TRAIN_JOB}/summary.parquet",

@@ -1,6 +1,6 @@
 # Helpers of workflow/rules/training.smk (kept apart: snakemake --lint wants rules and functions
 # in separate files). The job and run lists come from attnid.training.runs (torch-free).
-from attnid.training.runs import job_params, jobs
+from attnid.training.runs import job_params, jobs, task_section
 
 TRAINING = config["training"]
 TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
@@ -9,6 +9,14 @@ TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
 def train_job_params(wildcards):
     """The part of `training:` that defines this job (editing another job's settings reruns only that one)."""
     return job_params(TRAINING, wildcards.task, wildcards.model, int(wildcards.heads))
+
+
+def train_job_corpus(wildcards):
+    """A text job's corpus (the corpus rule's token arrays, tokenizer and manifest); other jobs read none."""
+    section = task_section(TRAINING, wildcards.task, wildcards.model)
+    if section["task"] != "text":
+        return {}
+    return {f"corpus_{name}": path for name, path in rules.corpus.output.items()}
 
 
 def lr_study_params():

@@ -1,9 +1,11 @@
 """One training job: every run of one (task, model, head count), batched -> metrics.parquet, summary.parquet.
 
 Glue only (the job is attnid.training.job.train_job): the progress bars go to the rule's log; each
-output is written atomically. A run that diverged is kept in the summary (`diverged`), not fatal.
+output is written atomically. A run that diverged is kept in the summary (`diverged`), not fatal. A text job
+reads the corpus its input names (the folder of `corpus_manifest`, relative to the working directory).
 """
 
+import os
 import sys
 
 import torch
@@ -14,8 +16,10 @@ from attnid.training.job import train_job
 log_to(snakemake.log[0])  # progress bars (tqdm, stderr) and prints go to the rule's log
 torch.set_num_threads(snakemake.threads)
 wildcards = snakemake.wildcards
+manifest = snakemake.input.get("corpus_manifest")
 metrics, summary = train_job(
-    snakemake.params.training, snakemake.params.device, wildcards.task, wildcards.model, int(wildcards.heads)
+    snakemake.params.training, snakemake.params.device, wildcards.task, wildcards.model, int(wildcards.heads),
+    corpus=os.path.dirname(manifest) if manifest else "",
 )
 for row in summary[summary["diverged"]].itertuples():
     print(

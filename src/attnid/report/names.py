@@ -45,6 +45,7 @@ TASK_NAMES = {
     "teacher-student": "teacher-student",
     "recall": "associative recall",
     "markov": "Markov chain",
+    "text": "text (pandas docstrings)",  # the default corpus (attnid.training.corpus)
 }
 MODEL_NAMES = {"own": "attnid", "llama": "Llama", "gpt2": "GPT-2"}  # the model that learns a task
 # A task learned by a model, as one key `task` or `task/model` (this project's own model: the task alone),
@@ -57,6 +58,9 @@ SETTING_NAMES = {
     "markov": "Markov chain",
     "markov/llama": "Markov, Llama",
     "markov/gpt2": "Markov, GPT-2",
+    "text": "text",
+    "text/llama": "text, Llama",
+    "text/gpt2": "text, GPT-2",
 }
 
 

@@ -28,11 +28,12 @@ def _tables(keys: list[dict], cfgs: list, results: list) -> tuple[pd.DataFrame, 
 
 
 def train_job(
-    training: dict, device: str, task: str, model: str, heads, progress: bool = True
+    training: dict, device: str, task: str, model: str, heads, progress: bool = True, corpus: str = ""
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metrics, summary) of every run of the job (task, model, heads)."""
+    """(metrics, summary) of every run of the job (task, model, heads); `corpus` the built corpus's folder (a
+    text job's input, attnid.training.corpus)."""
     keys = runs(training, task, model, int(heads))
-    cfgs = [run_config(training, device, **k) for k in keys]
+    cfgs = [run_config(training, device, **k, corpus=corpus) for k in keys]
     return _tables(keys, cfgs, train_batched(cfgs, progress=progress))
 
 

@@ -10,8 +10,8 @@ for this project's own models). Both trainers (attnid.training.loop, one run; at
 M runs as one vmapped model) use it, so a run is the same function in both.
 
     own model, teacher_student   attnid.training.models.Student (one attention layer)
-    own model, recall / markov   attnid.training.models.TinyTransformer
-    llama, gpt2 (recall/markov)  the real `transformers` class (attnid.training.archs)
+    own model, recall / markov / text   attnid.training.models.TinyTransformer
+    llama, gpt2 (recall/markov/text)    the real `transformers` class (attnid.training.archs)
 
 `last_only`: the recall loss reads the last position only; the own transformer then computes the last
 block's query, MLP and unembedding at that position alone, a real architecture its logits there
@@ -26,7 +26,7 @@ from ..float64 import KeepFloat64
 from . import archs
 from .models import Student, TinyTransformer
 from .runs import RunConfig
-from .tasks import STREAM_MODEL, AssociativeRecall, MarkovChain, TeacherStudent, generator
+from .tasks import STREAM_MODEL, AssociativeRecall, MarkovChain, TeacherStudent, TextCorpus, generator
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}  # RunConfig.dtype -> torch dtype
 
@@ -38,6 +38,8 @@ def make_task(cfg: RunConfig):
         return TeacherStudent(cfg.attention, cfg.seq_len, cfg.seed, dtype=dtype, device=cfg.device, noise=cfg.noise)
     if cfg.task == "recall":
         return AssociativeRecall(cfg.vocab, cfg.pairs, cfg.seed, device=cfg.device)
+    if cfg.task == "text":
+        return TextCorpus(cfg.corpus, cfg.seq_len, cfg.seed, device=cfg.device)
     return MarkovChain(cfg.vocab, cfg.order, cfg.alpha, cfg.seq_len, cfg.seed, device=cfg.device)
 
 

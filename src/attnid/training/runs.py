@@ -39,7 +39,7 @@ from itertools import product
 
 from ..spec import AttentionSpec
 
-TASKS = ("teacher_student", "recall", "markov")
+TASKS = ("teacher_student", "recall", "markov", "text")
 MODELS = ("own", "llama", "gpt2")  # own: attnid's layer / tiny transformer; the others: attnid.training.archs
 # sgd_momentum: heavy ball; adam: L2 added to the gradient; adamw: decoupled decay; adam_shared: Adam whose
 # second moment is one number per symmetry block (attnid.training.optim), a preconditioner the group commutes with.
@@ -53,9 +53,11 @@ TASK_FIELDS = {  # config key -> RunConfig field, per task (attention, heads, op
     "teacher_student": ("seq_len", "batch", "steps", "noise"),
     "recall": ("batch", "steps", "vocab", "pairs", *TRANSFORMER_FIELDS),
     "markov": ("batch", "steps", "vocab", "order", "alpha", "seq_len", *TRANSFORMER_FIELDS),
+    "text": ("batch", "steps", "seq_len", *TRANSFORMER_FIELDS),
 }
 GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every", "dtype")
-NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction")
+NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction",
+               "corpus")  # the corpus reaches a text job as its input files (rule corpus), not as settings
 
 # Measured per (measured step, attention layer) of a run, in this column order (attnid.training.metrics
 # documents each). Runs of real architectures add the whole-model overlaps overlap_model[_<source>].
@@ -78,7 +80,7 @@ class RunConfig:
         default_factory=lambda: AttentionSpec(d_model=16, n_heads=2)
     )  # student layer / each block's layer
     # task sizes
-    seq_len: int = 8  # T of the teacher-student and Markov sequences (recall: T = 2 pairs + 1, ignored)
+    seq_len: int = 8  # T of the teacher-student, Markov and text sequences (recall: T = 2 pairs + 1, ignored)
     noise: float = 0.0  # teacher-student: label noise std, relative to the RMS of the teacher's outputs
     vocab: int = 16  # recall: key tokens (and as many value tokens); markov: the chain's states
     pairs: int = 4  # recall: key-value pairs per sequence
@@ -88,6 +90,7 @@ class RunConfig:
     norm: str = "layernorm"  # own transformer: 'layernorm' or 'rmsnorm' (real architectures: their own)
     mlp_ratio: int = 4  # MLP hidden width / d_model
     kv_ratio: int = 1  # query heads per key/value group where the head count allows (GQA); 1 = MHA
+    corpus: str = ""  # text: the built corpus's folder, a relative path (the job sets it from its input)
     # optimisation
     algorithm: str = "sgd"  # one of ALGORITHMS (the sweep's optimizer entry names it; its label is not here)
     lr: float = 0.1  # learning rate (constant)
@@ -145,6 +148,10 @@ class RunConfig:
             raise ValueError(f"RunConfig.noise must be >= 0, got {self.noise}")
         if self.task == "markov" and not 1 <= self.order < self.seq_len:
             raise ValueError(f"RunConfig.order must be in [1, seq_len), got order {self.order}, seq_len {self.seq_len}")
+        if self.task == "text" and not self.corpus:
+            raise ValueError("RunConfig.corpus: the text task needs the built corpus's folder (rule corpus)")
+        if self.task == "text" and not self.attention.causal:
+            raise ValueError("RunConfig.attention.causal: the text task predicts the next token, so attention is causal")
         if not self.name:
             object.__setattr__(
                 self,
@@ -246,9 +253,11 @@ def job_params(training: dict, task: str, model: str = "own", heads=None) -> dic
 
 
 def run_config(
-    training: dict, device: str, task: str, optimizer: str, rebalance: str, heads, seed, model: str = "own"
+    training: dict, device: str, task: str, optimizer: str, rebalance: str, heads, seed, model: str = "own",
+    corpus: str = "",
 ) -> RunConfig:
-    """The RunConfig of one run of the sweep (wildcards as strings or ints)."""
+    """The RunConfig of one run of the sweep (wildcards as strings or ints); `corpus` the built corpus's
+    folder, which a text run reads (other tasks ignore it)."""
     section = task_section(training, task, model)
     opt = optimizer_entry(section, optimizer)
     fields = {f: section[f] for f in TASK_FIELDS[section["task"]] if f in section}
@@ -258,7 +267,7 @@ def run_config(
         device=device,
         algorithm=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
-        name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
+        corpus=corpus if section["task"] == "text" else "", name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
     )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
-"""Training tasks generated from seeds: teacher-student regression, in-context associative recall and a
-random Markov chain to model.
+"""Training tasks generated from seeds: teacher-student regression, in-context associative recall, a
+random Markov chain to model, and real text (the docstrings of a pinned package, attnid.training.corpus).
 
-Both tasks draw every batch from a `torch.Generator` seeded by (run seed, stream), on the CPU, in
+Every task draws every batch from a `torch.Generator` seeded by (run seed, stream), on the CPU, in
 float64, then move it to the run's device and dtype, so a run's data are the same on every machine
 and device, and a float32 run sees the float64 run's data rounded (the two dtypes are paired).
 
@@ -57,10 +57,19 @@ chain itself there, so the held-out loss has an exact floor, the entropy rate
 depends on the previous token as well as the current one, which a causal model can only read through
 attention (a previous-token head): the task needs the attention layers, like recall, but learns
 statistics of the data, not a lookup in context.
+
+Real text (language modelling, no download). The token arrays of a corpus built by the workflow from what
+the pinned environment ships (attnid.training.corpus: the docstrings of pandas 3.1.1 by default, split by
+file, byte-level BPE). A training sequence is a window of T tokens at a uniform random offset of the train
+tokens (the run's train stream); held-out windows come from the held-out files (the eval stream), the probe
+from the train tokens (its own stream). The loss is the next-token cross-entropy at the positions
+t = 1, ..., T - 1 (the logits at t - 1 predict token t). Its floor, the entropy rate of the text, is unknown
+(`loss_floor` NaN): a run has converged when its held-out loss stops changing (attnid.training.sweep.converged).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +78,7 @@ import torch.nn.functional as F
 
 from ..attention import AttentionLayer
 from ..spec import AttentionSpec
+from . import corpus as text_corpus
 
 # Independent random streams of one run (seeded with `seed * N_STREAMS + stream`).
 N_STREAMS = 16
@@ -284,6 +294,53 @@ class MarkovChain:
     def per_sample_loss(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """(B,): mean next-token cross-entropy of each sequence over t = k..T-1."""
         pred, target = self._pairs(logits, tokens)
+        loss = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none")
+        return loss.view(target.shape).mean(1)
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.per_sample_loss(logits, batch.targets).mean()
+
+    def accuracy(self, logits: torch.Tensor, batch: Batch) -> float:
+        return float("nan")
+
+
+class TextCorpus:
+    """Windows of a built text corpus to model (next-token cross-entropy); see the module docstring."""
+
+    has_accuracy = False
+    reads_last = False
+    loss_floor = math.nan  # the text's entropy rate is unknown
+
+    def __init__(self, corpus: str, seq_len: int, seed: int, device="cpu"):
+        tokens = text_corpus.load(corpus)  # read once per process, shared by every run
+        if not 2 <= seq_len <= min(len(tokens.train), len(tokens.heldout)):
+            raise ValueError(f"text: seq_len must be in [2, {min(len(tokens.train), len(tokens.heldout))}] "
+                             f"(the shorter split's tokens), got {seq_len}")  # fmt: skip
+        self.seq_len, self.device, self.n_tokens = seq_len, device, tokens.vocab_size
+        self.train_tokens = torch.from_numpy(tokens.train)  # (N_train,) int64, a view of the shared array
+        self.heldout_tokens = torch.from_numpy(tokens.heldout)  # (N_heldout,)
+        self._train = generator(seed, STREAM_TRAIN)
+        self._seed = seed
+
+    def _windows(self, tokens: torch.Tensor, gen: torch.Generator, batch: int) -> Batch:
+        """(B, T) windows of `tokens` at uniform random offsets."""
+        start = torch.randint(0, len(tokens) - self.seq_len + 1, (batch,), generator=gen)  # (B,)
+        ids = tokens[start[:, None] + torch.arange(self.seq_len)].to(self.device)  # (B, T)
+        return Batch(ids, ids)
+
+    def train_batch(self, batch: int) -> Batch:
+        """The next training batch: windows of the train tokens from the run's train stream."""
+        return self._windows(self.train_tokens, self._train, batch)
+
+    def fixed_batch(self, batch: int, stream: int = STREAM_EVAL) -> Batch:
+        """Windows that depend only on (seed, stream): of the held-out tokens for STREAM_EVAL, else of the train
+        tokens (the probe)."""
+        tokens = self.heldout_tokens if stream == STREAM_EVAL else self.train_tokens
+        return self._windows(tokens, generator(self._seed, stream), batch)
+
+    def per_sample_loss(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """(B,): mean next-token cross-entropy of each window over t = 1..T-1 (logits (B, T, V))."""
+        pred, target = logits[:, :-1], tokens[:, 1:]
         loss = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none")
         return loss.view(target.shape).mean(1)
 
