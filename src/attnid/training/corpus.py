@@ -21,8 +21,11 @@ Pins. `training.corpus.version` must be the installed version of the package, an
 when given, the sha256 of the extracted text (`text_sha256`); either mismatch refuses with one line that
 names the key and both values, so a different environment never silently gives a different corpus.
 
-Outputs (one folder, `{results}/corpus/`): OUTPUTS; manifest.json holds the package and its version, every
-file with its sha256, split and characters, the text's and the tokenizer's sha256, the token counts.
+Outputs (one folder, `{results}/corpus/`, OUTPUTS): train.npy and heldout.npy (the token ids, uint16),
+tokenizer.json, and manifest.json: the package and its version, the tokenizers and Python versions, every file
+with its sha256, split and characters, the text's and the tokenizer's sha256, the token counts. Built from the
+whole of pandas 3.1.1 at vocab 512: 239 train and 58 held-out files, 2.73 M and 0.35 M characters, 1.39 M and
+0.18 M tokens, in about 6 s (measured, 2 cores).
 """
 
 from __future__ import annotations
