@@ -1,6 +1,7 @@
-"""Real `transformers` architectures as trained models: tiny LlamaForCausalLM and GPT2LMHeadModel in float64.
+"""Real `transformers` architectures as trained models: tiny LlamaForCausalLM, GPT2LMHeadModel and
+MixtralForCausalLM in float64.
 
-A run of `model: llama` or `model: gpt2` trains the library's own class through its own forward pass:
+A run of `model: llama`, `gpt2` or `mixtral` trains the library's own class through its own forward pass:
 `torch.func.functional_call(module, params, input_ids=...)` on the real module (eager attention, float64
 kept through the library's casts by attnid.float64.KeepFloat64, as in attnid.model.real), vmapped over
 the runs of a job by attnid.training.batched. Sizes come from the run config:
@@ -10,18 +11,43 @@ the runs of a job by attnid.training.batched. Sizes come from the run config:
            untied embeddings
     gpt2   n_embd d, n_head H, learned positions, LayerNorm, GELU MLP of width mlp_ratio d, q/k/v/o biases,
            tied embeddings, no dropout
+    mixtral Llama's attention, norms and embeddings (MixtralForCausalLM), its MLP a sparse mixture of
+           N_EXPERTS = 4 SwiGLU experts, TOP_K = 2 per token (softmax router, the chosen two renormalised),
+           each of width mlp_ratio d / 2, no sliding window, no router jitter
+
+Mixtral's experts (MixtralSparseMoeBlock, transformers/models/mixtral/modeling_mixtral.py): for a token x (d,),
+p = softmax(W_r x) over the experts, S its TOP_K largest, and
+
+    y = sum_{e in S} (p_e / sum_{e' in S} p_e') W_down,e (silu(W_gate,e x) * W_up,e x)
+
+(gate_up_proj (E, 2F, d) stacks W_gate and W_up, down_proj (E, d, F)). Width F = mlp_ratio d / TOP_K: a token
+passes through TOP_K experts, so it sees a hidden width of mlp_ratio d, Llama's at the same run config (the
+same compute per token, twice the MLP parameters), and 4 experts at top-2 keep every expert trained on about
+half the tokens of a tiny batch. The experts run
+through `transformers`' `batched_mm` experts implementation (transformers/integrations/moe.py,
+batched_mm_experts_forward: each (token, choice) gathers its expert's weights and multiplies, the TOP_K
+outputs summed by a reshape, no index_add_): the default `eager` loops over the experts hit with
+data-dependent `torch.where`, which vmap cannot batch; batched_mm is the same sum, vmaps over the runs, and is
+deterministic on CPU. The router's top-k makes the loss piecewise smooth in theta: smooth wherever no token's
+TOP_K-th and next scores tie (a set of measure zero), the choice itself carrying no gradient. The whole-model
+orbit (attnid.gauge) adds to Llama's sources each expert's hidden-unit scalings and the router's shift
+(W_r + 1 c^T leaves p unchanged).
 
 Initial point (:func:`init_params`, from the run's model stream): weights N(0, 1/fan_in), embeddings
-N(0, 1), norm gains 1, biases 0 (the scales of attnid.training.models' own transformer).
+N(0, 1), norm gains 1, biases 0 (the scales of attnid.training.models' own transformer). fan_in is the size
+of the axis a weight reads: a Linear's (out, in) last, a Conv1D's (in, out) first, Mixtral's router (E, d) d,
+and a stacked expert weight (E, out, in) its last, (E, in, out) its middle where the experts class is
+transposed (`is_transposed`, set by transformers' use_experts_implementation): gate_up_proj (E, 2F, d)
+reads d, down_proj (E, d, F) reads F.
 
 The attention layers inside, as attnid.layout sees them (:func:`attention_maps`): for each block, the
 AttentionSpec of its attention and an index vector that gathers that spec's flat layout (W_Q, [b_Q], W_K,
 ..., W_O, [b_O]) out of the run's flat parameter vector (`named_parameters()` order, each tensor row-major).
-Llama's rotary embedding rotates dim i with dim i + k/2 (`rotate_half`); attnid's RoPE rotates the planes
-(0, 1), (2, 3), ...: the map sends layout dim 2j to Hugging Face dim j and 2j + 1 to j + k/2, which is the
-same rotation at the same frequency base^(-2j/k) (tests/test_archs.py checks the attention output of the
-gathered layout against the module's own to rounding). The symmetry tools (attnid.symmetry: projection,
-balance, conserved quantities) then act on each layer through this map.
+Llama's (and Mixtral's) rotary embedding rotates dim i with dim i + k/2 (`rotate_half`); attnid's RoPE rotates
+the planes (0, 1), (2, 3), ...: the map sends layout dim 2j to Hugging Face dim j and 2j + 1 to j + k/2, which is
+the same rotation at the same frequency base^(-2j/k) (tests/test_training_archs.py checks the attention output
+of the gathered layout against the module's own to rounding). The symmetry tools (attnid.symmetry:
+projection, balance, conserved quantities) then act on each layer through this map.
 """
 
 from __future__ import annotations
@@ -35,21 +61,27 @@ from ..softmax import ShortSoftmax
 from ..spec import AttentionSpec
 from .tasks import STREAM_MODEL, generator
 
-ARCHS = ("llama", "gpt2")
-CLASSES = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}
+ARCHS = ("llama", "gpt2", "mixtral")
+CLASSES = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel", "mixtral": "MixtralForCausalLM"}
 ROPE_BASE = 10000.0
+N_EXPERTS, TOP_K = 4, 2  # mixtral's experts and experts per token (module docstring)
+EXPERTS_IMPLEMENTATION = "batched_mm"  # transformers/integrations/moe.py: vmaps, no data-dependent loop
 
 
 def hf_config(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n_layers: int, mlp_ratio: int) -> dict:
     """The config mapping of the tiny `model` (module docstring)."""
     d, H = spec.d_model, spec.n_heads
     common = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+    llama = {"vocab_size": n_tokens, "hidden_size": d, "intermediate_size": mlp_ratio * d,
+             "num_hidden_layers": n_layers, "num_attention_heads": H, "num_key_value_heads": spec.G,
+             "head_dim": spec.d_head_qk, "max_position_embeddings": seq_len, "rms_norm_eps": 1e-6,
+             "rope_theta": ROPE_BASE, "tie_word_embeddings": False, **common}  # fmt: skip
     if model == "llama":
-        return {"model_type": "llama", "vocab_size": n_tokens, "hidden_size": d, "intermediate_size": mlp_ratio * d,
-                "num_hidden_layers": n_layers, "num_attention_heads": H, "num_key_value_heads": spec.G,
-                "head_dim": spec.d_head_qk, "max_position_embeddings": seq_len, "rms_norm_eps": 1e-6,
-                "rope_theta": ROPE_BASE, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
-                **common}  # fmt: skip
+        return {"model_type": "llama", **llama, "attention_bias": False, "mlp_bias": False}
+    if model == "mixtral":  # Mixtral has no bias keys: its projections have none (modeling_mixtral.py)
+        return {"model_type": "mixtral", **llama, "intermediate_size": max(1, mlp_ratio * d // TOP_K),
+                "num_local_experts": N_EXPERTS, "num_experts_per_tok": TOP_K, "sliding_window": None,
+                "router_jitter_noise": 0.0, "output_router_logits": False}  # fmt: skip
     if model == "gpt2":  # gelu_pytorch_tanh: GPT-2's gelu_new (the tanh approximation) as one fused kernel, equal
         # to it within 8.9e-16 on 1e5 float64 draws of 3 N(0, 1), 3.4x faster forward + backward here
         return {"model_type": "gpt2", "vocab_size": n_tokens, "n_embd": d, "n_head": H, "n_layer": n_layers,
@@ -68,19 +100,37 @@ def build_module(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n
 
     cfg = hf_config(model, spec, n_tokens, seq_len, n_layers, mlp_ratio)
     config = real_config(cfg)
-    if model == "llama" and getattr(config, "rope_parameters", None):  # the rope base (rope_parameters in 5.x)
+    if model in ("llama", "mixtral") and getattr(config, "rope_parameters", None):  # the base (rope_parameters, 5.x)
         config.rope_parameters["rope_theta"] = ROPE_BASE
-    with torch.device("cpu"):
+    if model == "mixtral":
+        config._experts_implementation = EXPERTS_IMPLEMENTATION
+    # built inside KeepFloat64: the rotary tables' inverse frequencies, computed at construction in float32
+    # (LlamaRotaryEmbedding / MixtralRotaryEmbedding.compute_default_rope_parameters, models/{llama,mixtral}/
+    # modeling_*.py: `torch.arange(0, dim, 2, dtype=torch.float)`), come out float64, so
+    # the module's RoPE turns at attnid's base^(-2j/k) to rounding (float32: 2e-10 off at k = 4)
+    with torch.device("cpu"), KeepFloat64():
         module = getattr(transformers, CLASSES[model])(config)
     return prepare_module(module)
 
 
-def init_params(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
-    """The run's initial parameters {name: tensor} (named_parameters order, tied ones once): module docstring."""
+def fan_in(module: torch.nn.Module) -> dict[str, int]:
+    """{name: the size of the axis it reads} of every weight of 2 or more dims (module docstring)."""
     from transformers.pytorch_utils import Conv1D
 
+    out = {}
+    for prefix, sub in module.named_modules():
+        for name, p in sub.named_parameters(prefix=prefix, recurse=False):
+            if p.dim() == 3:  # stacked experts (E, out, in), or (E, in, out) transposed (integrations/moe.py)
+                out[name] = p.shape[1] if getattr(sub, "is_transposed", False) else p.shape[2]
+            elif p.dim() == 2:
+                out[name] = p.shape[0] if isinstance(sub, Conv1D) else p.shape[1]  # Conv1D stores (in, out)
+    return out
+
+
+def init_params(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """The run's initial parameters {name: tensor} (named_parameters order, tied ones once): module docstring."""
     gen = generator(seed, STREAM_MODEL)
-    conv = {f"{n}.weight" for n, m in module.named_modules() if isinstance(m, Conv1D)}  # stored (in, out)
+    fans = fan_in(module)
     out = {}
     for name, p in module.named_parameters():
         if p.dim() == 1:
@@ -93,8 +143,7 @@ def init_params(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
         if "emb" in name or "wte" in name or "wpe" in name:
             out[name] = sample
         else:
-            fan_in = p.shape[0] if name in conv else p.shape[-1]
-            out[name] = sample / math.sqrt(fan_in)
+            out[name] = sample / math.sqrt(fans[name])
     return out
 
 
@@ -137,7 +186,7 @@ def attention_maps(model: str, module: torch.nn.Module, spec: AttentionSpec) -> 
     maps = []
     for layer in range(n_layers):
         blocks = {}
-        if model == "llama":
+        if model in ("llama", "mixtral"):  # Mixtral's attention is Llama's (MixtralAttention, no biases)
             pre = f"model.layers.{layer}.self_attn."
             hf_dim = torch.tensor([j // 2 + (j % 2) * (k // 2) for j in range(k)])  # layout dim -> HF dim
             for name, proj, heads in (("W_Q", "q_proj", H), ("W_K", "k_proj", G)):
@@ -176,4 +225,4 @@ def attention_maps(model: str, module: torch.nn.Module, spec: AttentionSpec) -> 
 
 def attention_module(model: str, module: torch.nn.Module, layer: int) -> torch.nn.Module:
     """The attention sub-module of block `layer` (for tests: its output against attnid's layer)."""
-    return module.model.layers[layer].self_attn if model == "llama" else module.transformer.h[layer].attn
+    return module.transformer.h[layer].attn if model == "gpt2" else module.model.layers[layer].self_attn
