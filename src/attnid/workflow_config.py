@@ -80,7 +80,7 @@ def semantic_errors(config: Mapping) -> list[str]:
                     f"config training.tasks[{i}].heads[{j}] = {heads} with training.tasks[{i}].attention: {err}"
                 )
                 continue
-            if task.get("model") == "llama" and spec.d_head_qk % 2:
+            if task.get("model") in ("llama", "mixtral") and spec.d_head_qk % 2:  # Mixtral's RoPE is Llama's
                 errors.append(f"config training.tasks[{i}].heads[{j}] = {heads}: Llama's RoPE rotates pairs of "
                               f"dims, head size {spec.d_head_qk} is odd")  # fmt: skip
     entries = (config.get("training") or {}).get("tasks", [])

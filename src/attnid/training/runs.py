@@ -40,7 +40,7 @@ from itertools import product
 from ..spec import AttentionSpec
 
 TASKS = ("teacher_student", "recall", "markov", "text")
-MODELS = ("own", "llama", "gpt2")  # own: attnid's layer / tiny transformer; the others: attnid.training.archs
+MODELS = ("own", "llama", "gpt2", "mixtral")  # own: attnid's layer / tiny transformer; the others: training.archs
 # sgd_momentum: heavy ball; adam: L2 added to the gradient; adamw: decoupled decay; adam_shared: Adam whose
 # second moment is one number per symmetry block (attnid.training.optim), a preconditioner the group commutes with.
 ALGORITHMS = ("sgd", "sgd_momentum", "adam", "adamw", "adam_shared")
@@ -203,7 +203,7 @@ def kv_heads(heads: int, kv_ratio: int) -> int:
 
 def attention_spec(section: dict, heads: int) -> AttentionSpec:
     """The AttentionSpec of a task section at `heads` query heads (real architectures: attnid.training.archs
-    fixes what the architecture does: RoPE and GQA for Llama, biases for GPT-2)."""
+    fixes what the architecture does: RoPE and GQA for Llama and Mixtral, biases for GPT-2)."""
     fields = {**section.get("attention", {}), "n_heads": int(heads)}
     if "d_head" in section:  # a fixed head size: the width grows with H
         if "d_model" in fields:
@@ -213,7 +213,7 @@ def attention_spec(section: dict, heads: int) -> AttentionSpec:
     if ratio > 1 and "n_kv_heads" not in fields:
         fields["n_kv_heads"] = kv_heads(int(heads), ratio)
     model = section_model(section)
-    if model == "llama":
+    if model in ("llama", "mixtral"):
         fields.update(rope_dims="full", causal=True)
     elif model == "gpt2":
         fields.update(biases="qkvo", causal=True)
