@@ -2,8 +2,8 @@
 
 Every run of a batch must see exactly what it sees alone (same parameters, data, updates and
 measurements as attnid.training.loop with torch.optim), whatever the other runs' update rules and
-models (this project's layer and transformer, the real Llama and GPT-2); a diverged run must not disturb the others;
-the properties the study reports must hold where they are exact (a block-scalar preconditioner
+models (this project's layer and transformer, the real Llama, GPT-2 and Mixtral); a diverged run must not disturb
+the others; the properties the study reports must hold where they are exact (a block-scalar preconditioner
 keeps the update orthogonal to the orbit; the weight-decay identity; the gauge-invariant overlap).
 Tiny sizes, float64, one thread: seconds.
 """
@@ -56,6 +56,7 @@ SETTINGS = [  # (task, model, attention spec)
     ("markov", "own", AttentionSpec(8, 2, causal=True)),
     ("recall", "llama", AttentionSpec(8, 2, n_kv_heads=1, rope_dims="full", causal=True)),
     ("markov", "gpt2", AttentionSpec(8, 2, biases="qkvo", causal=True)),
+    ("markov", "mixtral", AttentionSpec(8, 2, n_kv_heads=1, rope_dims="full", causal=True)),
 ]
 
 
