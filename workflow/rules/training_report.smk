@@ -54,3 +54,23 @@ rule training_report_macros:
 
 TARGETS["tables"] += [*rules.table_training.output, *rules.table_training_results.output]
 MACRO_FRAGMENTS.append(rules.training_report_macros.output[0])
+
+
+rule training_text_macros:
+    input:
+        script_inputs("training_text_macros.py"),
+        summary=rules.training_aggregate.output.summary,
+        effects=rules.training_aggregate.output.effects,
+        decay=rules.training_aggregate.output.decay,
+        **({"manifest": rules.corpus.output.manifest} if CORPUS_USED else {}),
+    output:
+        f"{RESULTS}/macros/training_text.tex",
+    log:
+        logfile("training_text_macros"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/training_text_macros.py"
+
+
+MACRO_FRAGMENTS.append(rules.training_text_macros.output[0])

@@ -25,6 +25,7 @@ def plot(decay: pd.DataFrame, lr_summary: pd.DataFrame):
 
     use_style()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(COLUMN_WIDTH, 4.4))  # one column: the law above, the drift below
+    decay = decay[decay["task"] == "teacher_student"]  # the law on the task whose loss sees one layer alone
     shown = decay.assign(part=decay["part"].map(PARTS))
     sns.lineplot(shown, x="step", y="measured", hue="part", palette=PALETTE[:2], errorbar=CI, ax=top)
     predicted = decay.groupby("step")["predicted"].mean()

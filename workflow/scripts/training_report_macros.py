@@ -17,30 +17,11 @@ import numpy as np
 import pandas as pd
 
 from attnid.report.latex import number
-from attnid.report.names import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
-from attnid.report.significance import holm, t_test_pvalue
-from attnid.report.study import interval_text
+from attnid.report.names import OPTIMIZER_NAMES, SETTING_NAMES
+from attnid.report.study import MEASURES, effect_tests, interval_text
 from attnid.training.analysis import estimate
 
-ALPHA = 0.05  # family-wise level of the Holm correction
 TOLERANCE = 0.2  # relative departure of the measured imbalance from the weight-decay factor
-MEASURES = {"log_eval_loss": "Loss", "steps_to_target": "Time"}
-
-
-def effect_tests(effects: pd.DataFrame) -> pd.DataFrame:
-    """Per measure and (task and model, optimizer, mode) cell: n, mean, interval, p and the Holm decision within
-    the measure."""
-    effects = with_settings(effects)
-    rows = []
-    for measure in MEASURES:
-        for (task, opt, mode), g in effects.groupby(["task", "optimizer", "rebalance"], sort=False):
-            rows.append({"measure": measure, "task": task, "optimizer": opt, "rebalance": mode,
-                         **estimate(g[measure]), "p": t_test_pvalue(g[measure])})  # fmt: skip
-    tests = pd.DataFrame(rows)
-    tests["holm"] = False
-    for measure, g in tests.groupby("measure"):
-        tests.loc[g.index, "holm"] = holm(g["p"].to_numpy(), ALPHA)
-    return tests
 
 
 def imbalance_ratio(part: pd.DataFrame) -> pd.Series:
@@ -85,6 +66,7 @@ def values(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) ->
     paired = runs.pivot_table(index=["heads", "seed"], columns="rebalance", values="mean_overlap_gauge")
     diff = paired["balance"] - paired["none"] if {"none", "balance"} <= set(paired.columns) else pd.Series(dtype=float)
     out["GaugeOverlapSgdDiff"] = interval_text(estimate(diff.dropna()))
+    decay = decay[decay["task"] == "teacher_student"]
     vo = decay[decay["part"] == "value_output"]
     ratio = imbalance_ratio(vo)
     out["WeightDecayMeasuredValueOutput"] = number(vo.loc[vo["step"] == vo["step"].max(), "measured"].mean(), digits=4)

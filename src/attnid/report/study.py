@@ -17,6 +17,7 @@ import pandas as pd
 from ..training.analysis import chance_ratio, estimate, heads_slopes, lr_slopes, ok
 from .latex import escape, macro_name, number
 from .names import OPTIMIZER_NAMES, SETTING_NAMES, SOURCE_NAMES, TASK_NAMES, ordered, setting, with_settings
+from .significance import holm, t_test_pvalue
 
 
 def interval_text(e: dict) -> str:
@@ -82,6 +83,7 @@ def _slope_macros(good: pd.DataFrame) -> dict[str, str]:
 def _weight_decay_macros(good: pd.DataFrame, lr_summary: pd.DataFrame, decay: pd.DataFrame) -> dict[str, str]:
     """2. Weight decay: predicted against measured imbalance after the last step, the overlap with and
     without balancing, and the slope of log drift on log learning rate (2 under plain SGD)."""
+    decay = decay[decay["task"] == "teacher_student"]
     qk = decay[decay["part"] == "query_key"]
     last = qk[qk["step"] == qk["step"].max()]
     values = {
@@ -150,6 +152,27 @@ def _effect_macros(effects: pd.DataFrame) -> dict[str, str]:
         ]
         values[macro_name("EffectSignificantList", name)] = "; ".join(listed) or "none"
     return values
+
+
+ALPHA = 0.05  # family-wise level of the Holm correction
+MEASURES = {"log_eval_loss": "Loss", "steps_to_target": "Time"}  # paired effects: column -> macro word
+
+
+def effect_tests(effects: pd.DataFrame) -> pd.DataFrame:
+    """Per measure and (task and model, optimizer, mode) cell: n, mean, interval, p and the Holm decision within
+    the measure."""
+    effects = with_settings(effects)
+    rows = []
+    for measure in MEASURES:
+        for (task, opt, mode), g in effects.groupby(["task", "optimizer", "rebalance"], sort=False):
+            rows.append({"measure": measure, "task": task, "optimizer": opt, "rebalance": mode,
+                         **estimate(g[measure]), "p": t_test_pvalue(g[measure])})  # fmt: skip
+    tests = pd.DataFrame(rows)
+    tests["holm"] = False
+    for measure, g in tests.groupby("measure"):
+        tests.loc[g.index, "holm"] = holm(g["p"].to_numpy(), ALPHA)
+    return tests
+
 
 
 # tables --------------------------------------------------------------------------------------------

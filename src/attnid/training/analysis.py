@@ -92,10 +92,10 @@ def chance_ratio(summary: pd.DataFrame) -> pd.DataFrame:
 # 2 -------------------------------------------------------------------------------------------
 def weight_decay_decay(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """Measured ||I_t|| / ||I_0|| against the prediction (1 - eta lambda)^{2(t+1)} (after step t), per run
-    with weight decay under plain SGD and no rebalancing; columns keys, part, step, measured, predicted."""
+    with weight decay under plain SGD and no rebalancing, of every task (the readers pick theirs by `task`);
+    columns keys, part, step, measured, predicted."""
     runs = ok(summary)
     runs = runs[(runs["algorithm"] == "sgd") & (runs["weight_decay"] > 0) & (runs["rebalance"] == "none")]
-    runs = runs[(runs["task"] == "teacher_student")]
     keys = ["task", "model", "optimizer", "rebalance", "heads", "seed"]
     m = metrics.merge(
         runs[[*keys, "lr", "weight_decay", "initial_imbalance_query_key", "initial_imbalance_value_output"]], on=keys

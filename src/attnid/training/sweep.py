@@ -75,7 +75,7 @@ def plateau_change(metrics: pd.DataFrame, final_eval_loss: float, steps: int) ->
 
 
 SUMMARY_COLUMNS = (
-    *RUN_KEYS, "kind", "algorithm", "lr", "weight_decay", "steps", "parameters", "final_loss", "final_eval_loss",
+    *RUN_KEYS, "kind", "d_model", "d_head", "n_layers", "algorithm", "lr", "weight_decay", "steps", "parameters", "final_loss", "final_eval_loss",
     "final_eval_accuracy", "loss_floor", "plateau_change", "mean_overlap_all", "mean_overlap_query_key",
     "mean_overlap_value_output", "max_overlap_all", "chance_all", "chance_query_key", "chance_value_output",
     "max_rebalance_function_change", "mean_rebalance_norm_removed", "final_drift_query_key",
@@ -91,6 +91,9 @@ def summary_row(wildcards: dict, cfg: RunConfig, summary: dict) -> dict:
         heads=int(row["heads"]),
         seed=int(row["seed"]),
         kind=cfg.task,
+        d_model=cfg.attention.d_model,
+        d_head=cfg.attention.d_head_qk,
+        n_layers=cfg.n_layers if cfg.task != "teacher_student" else 1,
         algorithm=cfg.algorithm,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
