@@ -177,10 +177,14 @@ class Projection:
             keep = nonzero(e, K.shape[0])
             self.rank = int(keep.sum())
             self.pinv = (X[:, keep] / e[keep]) @ X[:, keep].mT
+        self._rows = None
 
     def coefficients(self, u: torch.Tensor) -> torch.Tensor:
         """c (..., n) with T^T c the projection of u (..., P)."""
-        r = self.T.adjoint(u)
+        return self.solve(self.T.adjoint(u))
+
+    def solve(self, r: torch.Tensor) -> torch.Tensor:
+        """c (..., n) = K^+ r for r (..., n) = T u (the coefficients of u's projection)."""
         if self.T.n == 0:
             return r
         if self.cholesky:
@@ -191,6 +195,53 @@ class Projection:
 
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         return self.T.apply(self.coefficients(u))
+
+    def rows(self) -> list[dict]:
+        """Each group's rows of T on the blocks it touches, [{block: (n_g, block size)}] (kept): the group's
+        tangents of its unit coefficients (`Generators.group_matrix`), the nonzero part of the dense T. For
+        small models (the entries of every group's blocks in memory), where they turn the adjoint and the
+        applies of :meth:`source_overlaps` into a few matrix products."""
+        if self._rows is None:
+            with serial():
+                self._rows = [
+                    {b: t.reshape(g.n, -1) for b, t in self.T.group_matrix(g).items()} if g.n else {}
+                    for g in self.T.groups
+                ]
+        return self._rows
+
+    def source_overlaps(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
+        """||P u|| / ||u|| ('all', first) and per source ||T_s^T c_s|| / ||u|| (P u = sum_s T_s^T c_s, sources in
+        the order they first appear) for u (..., P): what `Gauge.overlap` computes one vector at a time, to
+        rounding, from each group's rows (:meth:`rows`): T u and the tangents T_g^T c_g as matrix products on the
+        group's own blocks, summed per block in the groups' order (as `Generators.apply`). NaN where u = 0."""
+        lead, layout = u.shape[:-1], self.T.layout
+        flat = u.to(DTYPE).reshape(-1, self.T.P)  # (m, P)
+        ub = {b: flat[:, layout.blocks[b].slice] for b in layout.blocks}
+        rows, slices = self.rows(), self.T.slices()
+        with serial():
+            r = torch.zeros(flat.shape[0], self.T.n, dtype=DTYPE, device=flat.device)
+            for g_rows, sl in zip(rows, slices):
+                for b in sorted(g_rows):  # a fixed order (attnid.gauge.operator.Generators.gram)
+                    r[:, sl] += ub[b] @ g_rows[b].mT
+            c = self.solve(r)  # (m, n)
+            parts: dict[str, dict] = {}  # source -> {block: (m, size)}: T_s^T c_s on the blocks it touches
+            for g, g_rows, sl in zip(self.T.groups, rows, slices):
+                part = parts.setdefault(g.source, {})
+                for b, rows_b in g_rows.items():
+                    tangent = c[:, sl] @ rows_b
+                    part[b] = part[b] + tangent if b in part else tangent
+        total: dict[str, torch.Tensor] = {}
+        for part in parts.values():
+            for b, t in part.items():
+                total[b] = total[b] + t if b in total else t
+        zero = torch.zeros(flat.shape[0], dtype=DTYPE, device=flat.device)
+        norm = flat.norm(dim=-1)
+        safe = torch.where(norm > 0, norm, 1)
+        out = {}
+        for key, blocks in (("all", total), *parts.items()):
+            length = sum((t.square().sum(-1) for t in blocks.values()), zero).sqrt()  # ||T_s^T c_s|| (m,)
+            out[key] = torch.where(norm > 0, length / safe, math.nan).reshape(lead)
+        return out
 
 
 def orthonormal_rows(M: torch.Tensor) -> tuple[torch.Tensor, dict]:

@@ -155,9 +155,18 @@ class Gauge:
             u, back = self._to_fine(update)
             return back(u - proj(u))
 
-    def overlap(self, update) -> dict:
-        """||P u|| / ||u|| ('all'), and per source ||T_s c_s|| / ||u|| of the decomposition P u = sum_s T_s c_s."""
-        return self.split(update)[1]
+    def overlap(self, update, dense: bool = False) -> dict:
+        """||P u|| / ||u|| ('all'), and per source ||T_s c_s|| / ||u|| of the decomposition P u = sum_s T_s c_s.
+
+        dense=True: the same numbers (to rounding) through each group's rows of T on its own blocks
+        (`Projection.source_overlaps`, kept with the point): for small models (those rows in memory), where the
+        adjoint's backward pass and one apply per source cost more than a few matrix products."""
+        if not dense:
+            return self.split(update)[1]
+        proj = self.projection
+        with serial():
+            u, _ = self._to_fine(update)
+            return {key: float(value) for key, value in proj.source_overlaps(u).items()}
 
     def split(self, update) -> tuple:
         """(P u in the update's form, the overlaps of :meth:`overlap`) from one solve."""

@@ -6,11 +6,13 @@ the maps they feed, hidden units of the MLP, rotations of the residual stream, L
 Section 4 of the paper). :class:`ModelGauge` measures an update against all of them: the whole-model gauge
 toolkit `attnid.gauge.Gauge` (`Gauge.for_hf_model(module)`, `refresh(module)`, `overlap(update)` -> the overlap
 with the whole tangent space, 'all', and the part of it each source's generators carry), one run at a time
-at its current point. It is the costliest measurement (a Gram of the generators factored per point), so the
-batched trainer takes it every `gauge_every` steps only.
+at its current point (:meth:`ModelGauge.overlaps`: every run of a job, each through its generators' rows, so
+T u and every source's tangent are a few matrix products, not a backward pass and one apply per source). It
+is the costliest measurement (a Gram of the generators factored per point), so the batched trainer takes it
+every `gauge_every` steps only.
 
-Any object with that interface works (`gauge` argument); without attnid.gauge installed (an older tree)
-:func:`model_gauge` returns None and the whole-model columns are absent.
+Any object with that interface (its `overlap` taking `dense=`) works (`gauge_class` argument); without
+attnid.gauge installed (an older tree) :func:`model_gauge` returns None and the whole-model columns are absent.
 """
 
 from __future__ import annotations
@@ -33,12 +35,19 @@ class ModelGauge:
     def _params(self, flat: torch.Tensor) -> dict:
         return {n: t.view(s) for n, t, s in zip(self.names, torch.split(flat, self.sizes), self.shapes)}
 
-    def overlap(self, theta: torch.Tensor, update: torch.Tensor) -> dict[str, float]:
+    def overlap(self, theta: torch.Tensor, update: torch.Tensor, dense: bool = False) -> dict[str, float]:
+        """The overlaps of one run's update (P,) at its point theta (P,) (dense: `Gauge.overlap`'s dense path)."""
         with torch.no_grad():
             for (name, p), value in zip(self.module.named_parameters(), torch.split(theta, self.sizes)):
                 p.copy_(value.view(p.shape))
         self.gauge.refresh(self.module)
-        return dict(self.gauge.overlap(self._params(update)))
+        return dict(self.gauge.overlap(self._params(update), dense=dense))
+
+    def overlaps(self, theta: torch.Tensor, update: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{source: (R,) float64} for R runs' updates (R, P) at their points theta (R, P), 'all' first: each run's
+        :meth:`overlap` through the dense generators (the same numbers as the plain path, to rounding)."""
+        rows = [self.overlap(t, u, dense=True) for t, u in zip(theta, update)]
+        return {key: torch.tensor([row[key] for row in rows], dtype=torch.float64) for key in (rows[0] if rows else {})}
 
 
 def model_gauge(net) -> ModelGauge | None:
