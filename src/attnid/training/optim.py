@@ -118,6 +118,8 @@ class Optimizer:
             return
         for name in ("lr", "wd_coupled", "wd_decoupled", "momentum", "beta1", "beta2"):
             setattr(self, name, getattr(self, name).to(like))
+        # the moments' new-gradient weights and the decoupled decay's step, once in the parameters' dtype
+        self.c1, self.c2, self.lr_wd = 1 - self.beta1, 1 - self.beta2, self.lr * self.wd_decoupled
         self.adam = self.adam.to(like.device)
         if self.shared is not None:
             self.shared = (self.shared[0].to(like.device), self.shared[1])
@@ -141,8 +143,8 @@ class Optimizer:
             b1, b2 = self.beta1, self.beta2
             if t == 1:
                 state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
-            state["m"] = b1 * state["m"] + (1 - b1) * g
-            state["v"] = b2 * state["v"] + (1 - b2) * g * g
+            state["m"] = b1 * state["m"] + self.c1 * g
+            state["v"] = b2 * state["v"] + self.c2 * g * g
             v = state["v"]
             if self.shared_rows:
                 ids, n = self.shared
@@ -151,7 +153,7 @@ class Optimizer:
                 v = v.clone()
                 v[rows] = (sums / self.counts)[:, ids]  # each coordinate reads its block's mean
             denom = (v / (1 - b2**t)).sqrt() + EPS
-            u_adam = -(self.lr / (1 - b1**t)) * state["m"] / denom - self.lr * self.wd_decoupled * p
+            u_adam = -(self.lr / (1 - b1**t)) * state["m"] / denom - self.lr_wd * p
         if u_sgd is None:
             return u_adam
         if u_adam is None:
