@@ -19,8 +19,9 @@ loop instead raises RunDiverged).
 What a step costs, besides the forward and backward pass: the optimizer (a dozen elementwise operations
 on (M, P)); for `project` runs one projector per attention layer (Gram eigendecompositions per KV group,
 attnid.symmetry.Projector, batched over the runs); on measured steps only (attnid.training.metrics) the
-projector of every run, the gauge-invariant overlap and the conserved quantities. Nothing waits for the
-host inside the loop.
+projector of every run and the conserved quantities, and on the measured steps that are multiples of
+`gauge_overlap_every` (and the last) the gauge-invariant overlap (a balance, its group element and a second
+projector: the costliest measurement of a step). Nothing waits for the host inside the loop.
 
 Measured per (run, measured step, layer): attnid.training.runs.METRIC_COLUMNS (attnid.training.metrics says
 what each is), where
@@ -58,7 +59,7 @@ COLUMNS = METRIC_COLUMNS[2:]  # the measurements kept per (run, measured step, l
 STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy"))
 SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pairs", "order", "alpha", "n_layers",
                  "norm", "mlp_ratio", "kv_ratio", "steps", "batch", "rebalance_interval", "probe_batch", "eval_every",
-                 "eval_batch", "metrics_every", "gauge_every", "device", "dtype")  # fmt: skip
+                 "eval_batch", "metrics_every", "gauge_every", "gauge_overlap_every", "device", "dtype")  # fmt: skip
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
 
 
@@ -168,6 +169,8 @@ class BatchedRuns:
         self.steps = measured_steps(base.steps, base.metrics_every, base.eval_every, every)
         self.measured = set(self.steps)
         self.gauged = {t for t in self.steps if every and (t % every == 0 or t == base.steps - 1)}
+        every_overlap = base.gauge_overlap_every
+        self.gauge_overlap_steps = overlap_gauge_steps(self.steps, base.steps, every_overlap) if gauge else set()
         self.meas = Measurements(COLUMNS, self.M, self.steps, len(self.net.layers), device)
         self.columns = [_as_slice(idx) for idx in self.net.layers]  # the same columns, a view where contiguous
         self.alive = torch.ones(self.M, dtype=torch.bool, device=device)
@@ -263,7 +266,7 @@ class BatchedRuns:
         self.meas.set("overlap_all", t, applied.norm(dim=-1) / norm, i)
         for part, mask in self.masks.items():
             self.meas.set(f"overlap_{part}", t, applied[:, mask].norm(dim=-1) / u[:, mask].norm(dim=-1), i)
-        if self.gauge:
+        if t in self.gauge_overlap_steps:
             self.meas.set("overlap_gauge", t, gauge_overlap(self.spec, theta, u), i)
         return u
 
@@ -357,6 +360,11 @@ def _as_slice(idx: torch.Tensor) -> torch.Tensor | slice:
     if idx.numel() and torch.equal(idx.cpu(), torch.arange(first, first + idx.numel())):
         return slice(first, first + idx.numel())
     return idx
+
+
+def overlap_gauge_steps(measured: list[int], steps: int, every: int) -> set[int]:
+    """The measured steps that take the gauge-invariant overlap: multiples of `every` and the last step."""
+    return {t for t in measured if t % every == 0 or t == steps - 1}
 
 
 def stacked_projector(spec, theta: torch.Tensor):

@@ -6,7 +6,9 @@ steps. Each measured step t holds, per attention layer:
 
     point values at step t
       update_norm, overlap_*    ||u_t|| and ||P_T u_t|| / ||u_t|| of the applied update at theta_t (all of T,
-                                its query-key and value-output parts; overlap_gauge: at the balanced point)
+                                its query-key and value-output parts; overlap_gauge: at the balanced point,
+                                in the batched trainer on the measured steps that are multiples of
+                                `gauge_overlap_every` and the last, NaN on the others)
       drift_*, imbalance_*      the conserved quantities at theta_{t+1} (attnid.symmetry.imbalance_drift)
       eval_loss, eval_accuracy  held-out loss (and recall accuracy) at theta_t on eval steps, NaN elsewhere
     window values over the steps s of (t_prev, t], t_prev the previous measured step

@@ -55,7 +55,8 @@ TASK_FIELDS = {  # config key -> RunConfig field, per task (attention, heads, op
     "markov": ("batch", "steps", "vocab", "order", "alpha", "seq_len", *TRANSFORMER_FIELDS),
     "text": ("batch", "steps", "seq_len", *TRANSFORMER_FIELDS),
 }
-GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every", "dtype")
+GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every",
+                 "gauge_overlap_every", "dtype")
 NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction",
                "corpus")  # the corpus reaches a text job as its input files (rule corpus), not as settings
 
@@ -110,6 +111,7 @@ class RunConfig:
     eval_batch: int = 256  # held-out sequences (one fixed batch)
     metrics_every: int = 1  # overlap/update/drift metrics every this many steps (and at the last step)
     gauge_every: int = 100  # real architectures: the whole-model overlap (attnid.training.gauges) every this many steps
+    gauge_overlap_every: int = 1  # overlap_gauge on the measured steps that are multiples of this (and the last)
     # where and how
     device: str = "cpu"  # 'cpu' or 'cuda'
     dtype: str = "float64"  # 'float64' (rounding ~1e-16, default) or 'float32'
@@ -139,6 +141,7 @@ class RunConfig:
             "probe_batch",
             "kv_ratio",
             "gauge_every",
+            "gauge_overlap_every",
         ):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"RunConfig.{field_name} must be >= 1, got {getattr(self, field_name)}")
