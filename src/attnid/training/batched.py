@@ -4,11 +4,13 @@ The runs of one job (attnid.training.runs: every optimizer, rebalancing mode and
 head count) differ only in numbers, not in shapes, so they train together: run m's parameters are row m of
 one flat tensor theta (M, P) (attnid.training.nets.Net: every weight of the model side by side), the loss
 and its gradient are `vmap(grad_and_value(loss_m))` over the rows (one forward and one backward pass for
-all runs, each run's gradient its own), the optimizer is one elementwise update of the (M, P) tensor with
-per-run algorithm and hyperparameters (attnid.training.optim), and the symmetry tools take every run's
-attention layer at once (the layer's layout gathered from theta by its index vector: projection,
-balancing, conserved quantities). Rebalancing modes are row masks: `project` runs remove P_T u from their
-update every step, `balance` runs move to the balanced point every `rebalance_interval` steps.
+all runs, each run's gradient its own; for the teacher-student layer one plain backward pass of the summed
+vmapped losses, bitwise the same gradients without functorch's per-operation wrapping), the optimizer is one
+elementwise update of the (M, P) tensor with per-run algorithm and hyperparameters (attnid.training.optim),
+and the symmetry tools take every run's attention layer at once (the layer's layout gathered from theta by
+its index vector: projection, balancing, conserved quantities). Rebalancing modes are row masks: `project`
+runs remove P_T u from their update every step, `balance` runs move to the balanced point every
+`rebalance_interval` steps.
 
 Each run sees exactly what attnid.training.loop gives it alone (same initial parameters, same data
 stream, same measurements; the tests compare both), so a run's numbers do not depend on which runs it
@@ -61,6 +63,8 @@ SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pai
                  "norm", "mlp_ratio", "kv_ratio", "steps", "batch", "rebalance_interval", "probe_batch", "eval_every",
                  "eval_batch", "metrics_every", "gauge_every", "gauge_overlap_every", "device", "dtype")  # fmt: skip
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
+DATA_AHEAD = 8  # teacher-student training batches drawn and labelled at once (Data)
+EVAL_CHUNK = 128  # held-out sequences per forward pass (fewer, larger passes; the same numbers)
 
 
 def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
@@ -94,7 +98,9 @@ class Data:
     """The runs' tasks, deduplicated by seed (runs with one seed share their data stream).
 
     Teacher-student targets are computed for all seeds at once (the teachers stacked, vmapped), with each
-    seed's label noise added.
+    seed's label noise added, for the next `ahead` training batches at once (each seed's stream drawn in its
+    own order, so every batch is the one it draws alone; the teacher's outputs of a sequence do not depend on
+    the sequences computed with it).
     """
 
     def __init__(self, tasks: list, seeds: list[int]):
@@ -110,25 +116,36 @@ class Data:
             self.teachers = torch.stack([t.teacher.theta.detach() for t in self.tasks])  # (U, P)
             self.noise = torch.tensor([t.noise_std for t in self.tasks], dtype=self.teachers.dtype)
             self.teacher = vmap(lambda theta, x: attention(theta, x, spec, layout))
+        self._queue = []  # teacher-student training batches drawn ahead: [(x, y) (M, B, ...)]
 
     def _regression(self, draws: list) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.stack([x for x, _ in draws])  # (U, B, T, d)
+        """draws: per seed, a list of (x, eps) (B, T, d) batches -> (x, y) (steps, M, B, T, d)."""
+        steps = len(draws[0])
+        x = torch.stack([torch.cat([x for x, _ in seed]) for seed in draws])  # (U, steps B, T, d)
         with torch.no_grad():
             y = self.teacher(self.teachers, x)
-        if draws[0][1] is not None:
-            eps = torch.stack([e for _, e in draws])
+        if draws[0][0][1] is not None:
+            eps = torch.stack([torch.cat([e for _, e in seed]) for seed in draws])
             y = y + self.noise.to(y).reshape(-1, 1, 1, 1) * eps
-        return x[self.index], y[self.index]  # (M, B, ...)
+        lead = (x.shape[0], steps, -1)
+        x, y = x.reshape(*lead, *x.shape[2:]).transpose(0, 1), y.reshape(*lead, *y.shape[2:]).transpose(0, 1)
+        return x[:, self.index], y[:, self.index]  # (steps, M, B, ...)
 
-    def train(self, batch: int):
+    def train(self, batch: int, ahead: int = 1):
+        """The next training batch of every run, (inputs, targets) (M, B, ...); teacher-student draws `ahead`
+        batches when none is left (the class docstring)."""
         if self.regression:
-            return self._regression([t.draw(batch) for t in self.tasks])
+            if not self._queue:
+                x, y = self._regression([[t.draw(batch) for _ in range(ahead)] for t in self.tasks])
+                self._queue = list(zip(x.unbind(), y.unbind()))[::-1]
+            return self._queue.pop()
         batches = [t.train_batch(batch) for t in self.tasks]
         return torch.stack([b.inputs for b in batches])[self.index], torch.stack([b.targets for b in batches])[self.index]
 
     def fixed(self, batch: int, stream: int):
         if self.regression:
-            return self._regression([t.draw(batch, stream) for t in self.tasks])
+            x, y = self._regression([[t.draw(batch, stream)] for t in self.tasks])
+            return x[0], y[0]
         batches = [t.fixed_batch(batch, stream) for t in self.tasks]
         return torch.stack([b.inputs for b in batches])[self.index], torch.stack([b.targets for b in batches])[self.index]
 
@@ -159,9 +176,13 @@ class BatchedRuns:
         self.eval_in, self.eval_target = self.data.fixed(base.eval_batch, STREAM_EVAL)
         modes = [c.rebalance for c in cfgs]
         self.projected = torch.tensor([m == "project" for m in modes], device=device)
+        self.projected_rows, self.any_projected = self.projected.nonzero()[:, 0], "project" in modes
         self.balanced = [i for i, m in enumerate(modes) if m == "balance"]
         self.probe_in = self.data.fixed(base.probe_batch, STREAM_PROBE)[0][self.balanced] if self.balanced else None
-        self.masks = {part: symmetry.part_mask(self.spec, part, device=device) for part in symmetry.PARTS}
+        self.masks = {  # each part's coordinates of a layer, a slice where contiguous (the usual layout)
+            part: _as_slice(symmetry.part_mask(self.spec, part, device=device).nonzero()[:, 0])
+            for part in symmetry.PARTS
+        }
         self.references = [symmetry.imbalance_reference(self.spec, self.theta[:, idx]) for idx in self.net.layers]
         self.theta0 = self.theta.clone()  # where a diverged run is measured
         self.model_gauge = model_gauge(self.net) if gauge else None  # real architectures: the whole model's orbit
@@ -174,9 +195,16 @@ class BatchedRuns:
         self.meas = Measurements(COLUMNS, self.M, self.steps, len(self.net.layers), device)
         self.columns = [_as_slice(idx) for idx in self.net.layers]  # the same columns, a view where contiguous
         self.alive = torch.ones(self.M, dtype=torch.bool, device=device)
+        self.all_alive = True  # no run has diverged (the masks by `alive` change nothing then)
         self.diverged_step = torch.full((self.M,), -1, dtype=torch.long)
         net, per_sample = self.net, self.task.per_sample_loss
-        self._grad = vmap(grad_and_value(lambda th, x, y: per_sample(net(th, x), y).mean()))
+        loss = lambda th, x, y: per_sample(net(th, x), y).mean()
+        self._grad, self._loss = vmap(grad_and_value(loss)), vmap(loss)  # (M, P) and (M,); (M,)
+        # loss_m reads row m alone, so one backward pass of sum_m loss_m gives every run its own gradient: for
+        # attnid's attention layer bitwise grad_and_value's (tests/test_trainer_speed_invariants.py), ~15% faster;
+        # through norms and MLPs functorch's transform runs other backward kernels (1e-17 apart), so those
+        # models keep grad_and_value
+        self.plain_backward = base.task == "teacher_student"
         self._out = vmap(lambda th, x: net(th, x, last_only=False))
         self._read = vmap(lambda th, x: net(th, x))
 
@@ -199,54 +227,60 @@ class BatchedRuns:
             if measure:
                 self._measure_conserved(t)
                 self.meas.close_window(t)
-                if not self.alive.all():  # a diverged run's measurements are NaN from its divergence on
+                if not self.all_alive:  # a diverged run's measurements are NaN from its divergence on
                     self.meas.blank(t, ~self.alive, STEP_COLUMNS)
 
     def _gradients(self, t: int) -> torch.Tensor:
         """Each run's gradient (M, P) at theta_t on training batch t (zero for a diverged run); the loss is
         added to the window, and a run whose loss is not finite is marked diverged at step t."""
-        inputs, targets = self.data.train(self.base.batch)
-        grads, loss = self._grad(self.theta, inputs, targets)
+        inputs, targets = self.data.train(self.base.batch, min(DATA_AHEAD, self.base.steps - t))
+        if self.plain_backward:
+            theta = self.theta.detach().requires_grad_(True)
+            with torch.enable_grad():
+                loss = self._loss(theta, inputs, targets)
+                (grads,) = torch.autograd.grad(loss.sum(), theta)
+            loss = loss.detach()
+        else:
+            grads, loss = self._grad(self.theta, inputs, targets)
         newly = self.alive & ~torch.isfinite(loss)
         if newly.any():
             self.diverged_step[newly.cpu()] = t
             self.alive &= ~newly
+            self.all_alive = False
         self.meas.add_loss(loss, self.alive)
-        return torch.where(self.alive[:, None], grads, 0)
+        return grads if self.all_alive else torch.where(self.alive[:, None], grads, 0)
 
     def _update(self, grads: torch.Tensor, t: int, measure: bool) -> None:
         """theta_{t+1} = theta_t + u_t for every live run, u_t the optimizer's update (attention layers:
         without its tangent part P_T u in `project` runs, measured on `measure` steps)."""
         u = self.optimizer.update(self.theta, grads)
-        if measure or self.projected.any():
+        if measure or self.any_projected:
             for i, idx in enumerate(self.columns):
                 u_layer = self._attention_update(i, idx, u[:, idx], t, measure)
-                if self.projected.any():
+                if self.any_projected:
                     u[:, idx] = u_layer
         if t in self.gauged:
             self._measure_model(u, t)
-        self.theta = torch.where(self.alive[:, None], self.theta + u, self.theta)
+        self.theta = self.theta + u if self.all_alive else torch.where(self.alive[:, None], self.theta + u, self.theta)
 
     def _measure_model(self, u: torch.Tensor, t: int) -> None:
         """overlap_model[_<source>]: the applied update of every live run against the whole model's orbit at
         theta_t (attnid.training.gauges), the same value on every layer's row."""
-        rows = {}
-        for m in self.alive.nonzero()[:, 0].tolist():
-            for source, value in self.model_gauge.overlap(self.theta[m], u[m]).items():
-                rows.setdefault(source, {})[m] = value
-        for source, values in rows.items():
+        live = self.alive.nonzero()[:, 0]
+        for source, values in self.model_gauge.overlaps(self.theta[live], u[live]).items():
             column = "overlap_model" if source == "all" else f"overlap_model_{source}"
             self.meas.ensure(column)
-            index = torch.tensor(list(values), dtype=torch.long)
-            self.meas.set(column, t, torch.tensor(list(values.values()), dtype=torch.float64), rows=index)
+            self.meas.set(column, t, values, rows=live.cpu())
 
     def _attention_update(self, i: int, idx, u: torch.Tensor, t: int, measure: bool) -> torch.Tensor:
         """The update (M, P_layer) of attention layer i as applied: u - P_T u in `project` runs (norm removed:
         ||P_T u||); on measured steps its norm and overlaps ||P_T u|| / ||u|| (whole, per part, gauge)."""
-        live = self.alive[:, None]
-        theta = torch.where(live, self.theta[:, idx], self.theta0[:, idx])  # a diverged run at a finite stand-in
-        u = torch.where(live, u, 0)
-        rows = slice(None) if measure else self.projected.nonzero()[:, 0]
+        theta = self.theta[:, idx]
+        if not self.all_alive:
+            live = self.alive[:, None]
+            theta = torch.where(live, theta, self.theta0[:, idx])  # a diverged run at a finite stand-in
+            u = torch.where(live, u, 0)
+        rows = slice(None) if measure else self.projected_rows
         proj = stacked_projector(self.spec, theta[rows])  # P_T at theta_t, set up once for this step
         tangent = proj(u[rows])
         if not measure:  # only the projected runs
@@ -255,7 +289,7 @@ class BatchedRuns:
             self.meas.add_removed(rows, i, tangent.norm(dim=-1))
             return u
         projected = self.projected
-        if projected.any():
+        if self.any_projected:
             self.meas.add_removed(projected, i, tangent[projected].norm(dim=-1))
             u = torch.where(projected[:, None], u - tangent, u)
             applied = torch.where(projected[:, None], proj(u), tangent)  # P_T of the update as applied
@@ -301,9 +335,10 @@ class BatchedRuns:
 
     # held-out and results ---------------------------------------------------------------------------
     def evaluate(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Held-out loss and accuracy (M,) at theta (NaN accuracy without one), in chunks of `batch` sequences."""
+        """Held-out loss and accuracy (M,) at theta (NaN accuracy without one), in chunks of EVAL_CHUNK sequences
+        (or `batch`, if more; a sequence's output does not depend on the others of its chunk)."""
         loss, correct = [], []
-        per_sample, chunk = self.task.per_sample_loss, self.base.batch
+        per_sample, chunk = self.task.per_sample_loss, max(self.base.batch, EVAL_CHUNK)
         with torch.no_grad():
             for start in range(0, self.eval_in.shape[1], chunk):
                 x, y = self.eval_in[:, start : start + chunk], self.eval_target[:, start : start + chunk]
