@@ -20,18 +20,17 @@ p = softmax(W_r x) over the experts, S its TOP_K largest, and
 
     y = sum_{e in S} (p_e / sum_{e' in S} p_e') W_down,e (silu(W_gate,e x) * W_up,e x)
 
-(gate_up_proj (E, 2F, d) stacks W_gate and W_up, down_proj (E, d, F)). Width F = mlp_ratio d / TOP_K: a token
-passes through TOP_K experts, so it sees a hidden width of mlp_ratio d, Llama's at the same run config (the
-same compute per token, twice the MLP parameters), and 4 experts at top-2 keep every expert trained on about
-half the tokens of a tiny batch. The experts run
-through `transformers`' `batched_mm` experts implementation (transformers/integrations/moe.py,
-batched_mm_experts_forward: each (token, choice) gathers its expert's weights and multiplies, the TOP_K
-outputs summed by a reshape, no index_add_): the default `eager` loops over the experts hit with
-data-dependent `torch.where`, which vmap cannot batch; batched_mm is the same sum, vmaps over the runs, and is
-deterministic on CPU. The router's top-k makes the loss piecewise smooth in theta: smooth wherever no token's
-TOP_K-th and next scores tie (a set of measure zero), the choice itself carrying no gradient. The whole-model
-orbit (attnid.gauge) adds to Llama's sources each expert's hidden-unit scalings and the router's shift
-(W_r + 1 c^T leaves p unchanged).
+(gate_up_proj (E, 2F, d) stacks W_gate and W_up, down_proj (E, d, F)). Width F = mlp_ratio d / TOP_K: a token passes
+through TOP_K experts, so it sees a hidden width of mlp_ratio d, Llama's at the same run config (the same compute
+per token, twice the MLP parameters), and 4 experts at top-2 keep every expert trained on about half the tokens of a
+tiny batch. The experts run through `transformers`' `batched_mm` experts implementation
+(transformers/integrations/moe.py, batched_mm_experts_forward: each (token, choice) gathers its expert's weights and
+multiplies, the TOP_K outputs summed by a reshape, no index_add_): the default `eager` loops over the experts hit
+with data-dependent `torch.where`, which vmap cannot batch, and `grouped_mm` refuses float64 (torch's grouped
+matmul: float32, bfloat16 or float16 only); batched_mm is the same sum, vmaps over the runs, and is deterministic on
+CPU. The router's top-k makes the loss piecewise smooth in theta: smooth wherever no token's TOP_K-th and next
+scores tie (a set of measure zero), the choice itself carrying no gradient. The whole-model orbit (attnid.gauge)
+adds to Llama's sources each expert's hidden-unit scalings and the router's shift (W_r + 1 c^T leaves p unchanged).
 
 Initial point (:func:`init_params`, from the run's model stream): weights N(0, 1/fan_in), embeddings
 N(0, 1), norm gains 1, biases 0 (the scales of attnid.training.models' own transformer). fan_in is the size
