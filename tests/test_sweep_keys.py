@@ -87,3 +87,12 @@ def test_a_sweep_may_run_its_own_seeds_and_rebalancing_modes():
     assert len(runs(training, "recall", "own", 1)) == 3 * 3
     keys = runs(training, "recall_fixed_head", "own", 1)
     assert sorted({(k["rebalance"], k["seed"]) for k in keys}) == [("balance", 3), ("balance", 4), ("none", 3), ("none", 4)]
+
+
+def test_a_sweep_may_set_its_own_measurement_cadence():
+    own = _fixed_head() | {"eval_every": 7, "eval_batch": 12, "gauge_every": 5}
+    training = _training(RECALL, own) | {"eval_every": 25, "eval_batch": 256}
+    mine = run_config(training, "cpu", **runs(training, "recall_fixed_head", "own", 1)[0])
+    other = run_config(training, "cpu", **runs(training, "recall", "own", 1)[0])
+    assert (mine.eval_every, mine.eval_batch, mine.gauge_every) == (7, 12, 5)
+    assert (other.eval_every, other.eval_batch) == (25, 256)

@@ -22,7 +22,8 @@ model, e.g. at a fixed width and at a fixed head size. Everywhere a run or job s
 width: `attention.d_model` fixes it (the head size is d_model / H, the law 1/(2H) at one width), or the entry's
 `d_head` fixes the head size and d_model = H d_head (every H has heads of the same size, so every H can learn).
 An entry may run its own `seeds` and `rebalance` modes (default: the global lists), e.g. fewer modes where a
-run costs the most.
+run costs the most, and set its own measurement cadence and sizes (GLOBAL_FIELDS: evaluations, metrics, the
+whole-model overlap), e.g. fewer held-out evaluations where one costs many training steps.
 
 Runs and jobs:
     run  = (task, model, optimizer, rebalance, heads, seed)   RUN_KEYS; one row of summary.parquet
@@ -264,7 +265,7 @@ def run_config(
     section = task_section(training, task, model)
     opt = optimizer_entry(section, optimizer)
     fields = {f: section[f] for f in TASK_FIELDS[section["task"]] if f in section}
-    fields.update({f: training[f] for f in GLOBAL_FIELDS if f in training})
+    fields.update({f: section.get(f, training.get(f)) for f in GLOBAL_FIELDS if f in section or f in training})
     return RunConfig(
         task=section["task"], attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance,
         device=device,
