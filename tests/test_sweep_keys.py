@@ -96,3 +96,15 @@ def test_a_sweep_may_set_its_own_measurement_cadence():
     other = run_config(training, "cpu", **runs(training, "recall", "own", 1)[0])
     assert (mine.eval_every, mine.eval_batch, mine.gauge_every) == (7, 12, 5)
     assert (other.eval_every, other.eval_batch) == (25, 256)
+
+
+def test_the_whole_model_overlap_stops_above_its_orbit_dimension():
+    from attnid.spec import AttentionSpec
+    from attnid.training.gauges import model_gauge
+    from attnid.training.nets import Net
+    from attnid.training.runs import RunConfig
+
+    spec = AttentionSpec(d_model=8, n_heads=2, rope_dims="full", causal=True)
+    net = Net(RunConfig(task="markov", model="llama", attention=spec, vocab=12, order=1, seq_len=6, n_layers=1))
+    dim = model_gauge(net).gauge.dim
+    assert model_gauge(net, max_dim=dim) is not None and model_gauge(net, max_dim=dim - 1) is None

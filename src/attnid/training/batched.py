@@ -61,7 +61,7 @@ COLUMNS = METRIC_COLUMNS[2:]  # the measurements kept per (run, measured step, l
 STEP_COLUMNS = tuple(c for c in COLUMNS if c not in ("eval_loss", "eval_accuracy"))
 SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pairs", "order", "alpha", "n_layers",
                  "norm", "mlp_ratio", "kv_ratio", "steps", "batch", "rebalance_interval", "probe_batch", "eval_every",
-                 "eval_batch", "metrics_every", "gauge_every", "gauge_overlap_every", "device", "dtype")  # fmt: skip
+                 "eval_batch", "metrics_every", "gauge_every", "gauge_max_dim", "gauge_overlap_every", "device", "dtype")  # fmt: skip
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
 DATA_AHEAD = 8  # teacher-student training batches drawn and labelled at once (Data)
 EVAL_CHUNK = 128  # held-out sequences per forward pass (fewer, larger passes; the same numbers)
@@ -185,7 +185,7 @@ class BatchedRuns:
         }
         self.references = [symmetry.imbalance_reference(self.spec, self.theta[:, idx]) for idx in self.net.layers]
         self.theta0 = self.theta.clone()  # where a diverged run is measured
-        self.model_gauge = model_gauge(self.net) if gauge else None  # real architectures: the whole model's orbit
+        self.model_gauge = model_gauge(self.net, base.gauge_max_dim) if gauge else None  # real architectures: the whole model's orbit
         every = base.gauge_every if self.model_gauge is not None else None
         self.steps = measured_steps(base.steps, base.metrics_every, base.eval_every, every)
         self.measured = set(self.steps)

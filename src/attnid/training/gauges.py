@@ -50,12 +50,15 @@ class ModelGauge:
         return {key: torch.tensor([row[key] for row in rows], dtype=torch.float64) for key in (rows[0] if rows else {})}
 
 
-def model_gauge(net) -> ModelGauge | None:
-    """The whole-model gauge of a real architecture's Net (None for attnid's own models, or without attnid.gauge)."""
+def model_gauge(net, max_dim: int | None = None) -> ModelGauge | None:
+    """The whole-model gauge of a real architecture's Net (None for attnid's own models, without attnid.gauge, or
+    when the orbit's dimension exceeds `max_dim`: its Gram, dim x dim, is factored per run and point, so a wide
+    model's costs minutes a point)."""
     if net.kind == "own":
         return None
     try:
         from ..gauge import Gauge
     except ImportError:
         return None
-    return ModelGauge(net, Gauge)
+    gauge = ModelGauge(net, Gauge)
+    return None if max_dim is not None and gauge.gauge.dim > max_dim else gauge

@@ -57,7 +57,7 @@ TASK_FIELDS = {  # config key -> RunConfig field, per task (attention, heads, op
     "text": ("batch", "steps", "seq_len", *TRANSFORMER_FIELDS),
 }
 GLOBAL_FIELDS = ("rebalance_interval", "eval_every", "eval_batch", "probe_batch", "metrics_every", "gauge_every",
-                 "gauge_overlap_every", "dtype")
+                 "gauge_overlap_every", "gauge_max_dim", "dtype")
 NOT_PER_JOB = ("tasks", "seeds", "rebalance", "checks", "strict", "lr_study", "converged", "target_fraction",
                "corpus")  # the corpus reaches a text job as its input files (rule corpus), not as settings
 
@@ -112,6 +112,7 @@ class RunConfig:
     eval_batch: int = 256  # held-out sequences (one fixed batch)
     metrics_every: int = 1  # overlap/update/drift metrics every this many steps (and at the last step)
     gauge_every: int = 100  # real architectures: the whole-model overlap (attnid.training.gauges) every this many steps
+    gauge_max_dim: int = 20000  # real architectures: no whole-model overlap (NaN) above this orbit dimension
     gauge_overlap_every: int = 1  # overlap_gauge on the measured steps that are multiples of this (and the last)
     # where and how
     device: str = "cpu"  # 'cpu' or 'cuda'
