@@ -13,9 +13,11 @@ sweep: for each N in --cores, a fresh temporary copy of the working tree runs `s
 
 paper: in this process, every job of the preset (a task, model and head count: all its optimizers, rebalancing
   modes and seeds, batched exactly as its job trains them) for its first `--steps` steps (rounded up to a
-  multiple of the measurement cadence, so measured steps and evaluations come at the preset's rate), one
-  thread: CPU seconds per step, extrapolated to the preset's steps (the loop is linear in steps). Printed as
-  an extrapolation; the jobs run in parallel, so the wall time on N idle cores is about the CPU time / N.
+  multiple of the cadences: measured steps, evaluations, rebalances and gauge-invariant overlaps come at the
+  preset's rate), one thread: CPU seconds per step, extrapolated to the preset's steps (the loop is linear in
+  steps); the whole-model overlap (real architectures, every `gauge_every` steps) is timed apart and counted
+  as often as the job takes it. Printed as an extrapolation; the jobs run in parallel, so the wall time on N
+  idle cores is about the CPU time / N.
 
   The arithmetic floor, next to it: every matrix product of one run's training step (forward and backward of
   the loss as the batched trainer computes it, the teacher's targets, the held-out forward passes) is recorded
@@ -203,7 +205,8 @@ def evaluations(steps: int, every: int) -> int:
 
 
 def measured_cpu(cfgs: list, steps: int) -> dict:
-    """CPU seconds of the job's first `steps` steps (set-up apart), extrapolated to all its steps."""
+    """CPU seconds of the job's first `steps` steps (set-up apart), extrapolated to all its steps; the whole-model
+    overlap's calls timed apart and counted as often as the job makes them (`BatchedRuns.gauged`)."""
     from attnid.training.batched import BatchedRuns
     from attnid.training.determinism import deterministic
 
@@ -212,14 +215,24 @@ def measured_cpu(cfgs: list, steps: int) -> dict:
         start = time.process_time()
         state = BatchedRuns(cfgs)
         setup = time.process_time() - start
+        model, measure_model = [], state._measure_model  # the whole-model overlap's calls, timed apart
+
+        def timed(*args):
+            begin = time.process_time()
+            measure_model(*args)
+            model.append(time.process_time() - begin)
+
+        state._measure_model = timed
         start = time.process_time()
         for t in range(steps):
             state.step(t)
-        per_step = (time.process_time() - start) / steps
+        per_step = (time.process_time() - start - sum(model)) / steps
+        per_model = sum(model) / len(model) if model else 0.0
         start = time.process_time()
         state.evaluate(state.theta)
         per_eval = time.process_time() - start
-    return {"setup_s": setup, "ms_per_step": 1e3 * per_step, "job_cpu_s": setup + per_step * cfg.steps + per_eval}
+    job = setup + per_step * cfg.steps + per_model * len(state.gauged) + per_eval
+    return {"setup_s": setup, "ms_per_step": 1e3 * per_step, "model_gauge_s": per_model, "job_cpu_s": job}
 
 
 def built_job(training_dir: Path, job: dict) -> dict:
@@ -258,7 +271,8 @@ def paper(args) -> None:
             row.update(built_job(training_dir, job))
             row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
         elif not args.floor_only:
-            every = math.lcm(cfgs[0].metrics_every, cfgs[0].eval_every)
+            c = cfgs[0]
+            every = math.lcm(c.metrics_every, c.eval_every, c.rebalance_interval, c.gauge_overlap_every)
             n = min(cfgs[0].steps, every * math.ceil(args.steps / every))
             row.update(measured_cpu(cfgs, n))
         if "job_cpu_s" in row:
