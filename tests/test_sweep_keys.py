@@ -108,3 +108,9 @@ def test_the_whole_model_overlap_stops_above_its_orbit_dimension():
     net = Net(RunConfig(task="markov", model="llama", attention=spec, vocab=12, order=1, seq_len=6, n_layers=1))
     dim = model_gauge(net).gauge.dim
     assert model_gauge(net, max_dim=dim) is not None and model_gauge(net, max_dim=dim - 1) is None
+
+
+def test_gpt2_refuses_grouped_keys_and_values():
+    entry = copy.deepcopy(RECALL) | {"model": "gpt2", "kv_ratio": 2}
+    (error,) = semantic_errors(_config(entry))
+    assert error.startswith("config training.tasks[0].kv_ratio: GPT2LMHeadModel has no grouped keys")

@@ -84,6 +84,10 @@ def semantic_errors(config: Mapping) -> list[str]:
                 errors.append(f"config training.tasks[{i}].heads[{j}] = {heads}: Llama's RoPE rotates pairs of "
                               f"dims, head size {spec.d_head_qk} is odd")  # fmt: skip
     entries = (config.get("training") or {}).get("tasks", [])
+    for i, t in enumerate(entries):  # GPT-2's fused c_attn has one key/value head per query head
+        if t.get("model") == "gpt2" and t.get("kv_ratio", 1) > 1:
+            errors.append(f"config training.tasks[{i}].kv_ratio: GPT2LMHeadModel has no grouped keys and values "
+                          f"(multi-head only), got {t['kv_ratio']}")  # fmt: skip
     keys = [(t.get("name", t.get("task")), t.get("model", "own")) for t in entries]
     for i, key in enumerate(keys):
         if key in keys[:i]:
