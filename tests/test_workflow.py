@@ -17,7 +17,7 @@ def snakemake(*args, cwd=ROOT):
     return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
-@pytest.mark.parametrize("preset", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/large.yaml"])
+@pytest.mark.parametrize("preset", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/large.yaml", "config/gpu.yaml"])
 def test_dry_run_all(preset):
     out = snakemake("-n", "--forceall", "all", "--configfile", preset, "--quiet", "rules")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -123,7 +123,7 @@ def test_d_builds_into_another_directory(tmp_path):
     assert (tmp_path / "results/smoke/tables/counting.tex").is_file()
 
 
-@pytest.mark.parametrize("preset", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/large.yaml"])
+@pytest.mark.parametrize("preset", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/large.yaml", "config/gpu.yaml"])
 def test_presets_write_side_by_side(preset):
     """Each preset has its own results folder, so one preset's build never reschedules another's."""
     results = yaml.safe_load((ROOT / preset).read_text())["results_dir"]

@@ -31,8 +31,12 @@ from .names import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
 from .study import MEASURES, SLOPE_OPTIMIZERS, effect_tests, interval_text
 
 SWEEP = "text/llama"  # the setting swept against H at a fixed head size
-MODEL_SETTINGS = {"Llama": "text/llama", "GptTwo": "text/gpt2", "Mixtral": "text/mixtral"}  # whole-model overlaps
-CITED_SOURCES = ("", "attention")  # the whole model, and the attention generators' part of it
+# the whole-model overlap per real class and the sources the text cites ('' = the whole model)
+MODEL_SETTINGS = {
+    "Llama": ("text/llama", ("", "attention", "mlp_hidden", "norm_gain", "residual_rotations")),
+    "GptTwo": ("text/gpt2", ("", "attention")),
+    "Mixtral": ("text/mixtral", ("", "attention")),
+}
 
 
 def _text(summary: pd.DataFrame) -> pd.DataFrame:
@@ -111,9 +115,9 @@ def _model_macros(text: pd.DataFrame) -> dict[str, str]:
     """The whole-model overlap under Adam (no rebalancing) and its attention part, per real class on text."""
     adam = text[(text["optimizer"] == "adam") & (text["rebalance"] == "none")]
     values = {}
-    for name, key in MODEL_SETTINGS.items():
+    for name, (key, sources) in MODEL_SETTINGS.items():
         g = adam[adam["task"] == key]
-        for source in CITED_SOURCES:
+        for source in sources:
             column = "mean_overlap_model" + (f"_{source}" if source else "")
             series = g[column] if column in g else pd.Series(dtype=float)
             values[macro_name("TextModelOverlapAdam", name, source)] = interval_text(estimate(series))
