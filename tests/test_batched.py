@@ -233,8 +233,9 @@ def test_presets_validate_and_every_run_has_a_config(preset):
     assert len(all_runs) == len({tuple(r.values()) for r in all_runs}) > 0
     assert sum(len(runs(training, **j)) for j in jobs(training)) == len(all_runs)
     for r in all_runs:
-        cfg = run_config(job_params(training, r["task"], r["model"], r["heads"]), "cpu", **r)
+        cfg = run_config(job_params(training, r["task"], r["model"], r["heads"]), "cpu", corpus="corpus", **r)
         assert cfg.attention.n_heads == r["heads"] and cfg.name.startswith(r["task"])
+        assert cfg.corpus == ("corpus" if cfg.task == "text" else "")  # only a text run reads the corpus
     optimizers = {(s["task"], s.get("model", "own")): [o["name"] for o in s["optimizers"]] for s in training["tasks"]}
     assert len({tuple(names) for names in optimizers.values()}) == 1  # the same optimizer set on every task
     assert len(training["seeds"]) >= {"smoke.yaml": 1, "config.yaml": 3}.get(preset, 10)
@@ -277,7 +278,7 @@ def test_train_job_script_writes_both_tables_and_records_divergence(tmp_path):
     training["seeds"], training["rebalance"] = [0], ["none", "project"]
     wildcards = SimpleNamespace(task="teacher_student", model="own", heads="2")
     fake = SimpleNamespace(
-        log=[str(tmp_path / "job.log")], threads=1, wildcards=wildcards,
+        log=[str(tmp_path / "job.log")], threads=1, wildcards=wildcards, input={},  # no corpus: not a text job
         params=SimpleNamespace(training=training, device="cpu"),
         output=SimpleNamespace(metrics=str(tmp_path / "m.parquet"), summary=str(tmp_path / "s.parquet")),
     )  # fmt: skip
