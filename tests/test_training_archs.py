@@ -1,6 +1,7 @@
 """The real `transformers` classes of the training study (attnid.training.archs): each block's attention, gathered
 through the attention maps, is the module's own attention; Mixtral's experts vmap over runs and equal the module's
-own forward; the whole-model gauge of the training Mixtral; the initial scales by each weight's fan_in.
+own forward, and the dense experts give transformers' batched_mm's and eager loop's losses and gradients; the
+whole-model gauge of the training Mixtral; the initial scales by each weight's fan_in.
 Tiny sizes, float64, one thread: seconds."""
 
 import math
@@ -16,6 +17,7 @@ from attnid.model.counting import count_model
 from attnid.model.real import TINY, build_real
 from attnid.spec import AttentionSpec
 from attnid.training import archs
+from attnid.training.experts import dense_experts_forward
 from attnid.training.gauges import ModelGauge
 from attnid.training.nets import Net, make_task
 
@@ -84,7 +86,7 @@ def test_mixtral_experts_vmap_and_equal_the_modules_own_forward():
     the module's own forward at its own parameters, to rounding; under torch's deterministic mode (no
     kernel without a deterministic variant: it would raise) and bitwise the same on a second pass."""
     net = mixtral_net()
-    assert net.module.config._experts_implementation == archs.EXPERTS_IMPLEMENTATION == "batched_mm"
+    assert net.module.config._experts_implementation == archs.EXPERTS_IMPLEMENTATION == "dense"
     experts = net.module.model.layers[0].mlp.experts
     assert experts.gate_up_proj.shape == (archs.N_EXPERTS, 2 * 8, 8) and experts.down_proj.shape == (4, 8, 8)
     gen = torch.Generator().manual_seed(1)
@@ -115,6 +117,65 @@ def test_mixtral_experts_vmap_and_equal_the_modules_own_forward():
         assert (experts.gate_up_proj.grad.flatten(1).norm(dim=1) > 0).all()  # every expert routed some tokens
     # the runs differ: batching did not read one run's parameters for another
     assert float((grads[0] - grads[1]).norm()) > 1e-3 * float(grads[0].norm())
+
+
+def test_dense_experts_give_batched_mms_and_the_eager_loops_loss_and_gradient():
+    """The dense experts (every expert on every token, attnid.training.experts) against transformers' batched_mm
+    (vmapped over three runs) and the class's own eager loop (per run, loss.backward()): the same losses and
+    gradients to float64 rounding; GPT-OSS's experts (transposed, biases, its own clamped interleaved gate)
+    against batched_mm on random routing, output and every input's gradient."""
+    from transformers.integrations.moe import batched_mm_experts_forward
+
+    net = mixtral_net()
+    config = net.module.config
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(9, (4, net.seq_len), generator=gen)  # (B, T)
+
+    def loss(theta):
+        logits = net(theta, tokens, last_only=False)  # (B, T, V)
+        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 9), tokens[:, 1:].reshape(-1))
+
+    thetas = torch.stack([net.init(s) for s in range(3)])  # (R, P)
+    out = {}
+    try:
+        for name in ("dense", "batched_mm"):
+            config._experts_implementation = name
+            out[name] = torch.func.vmap(torch.func.grad_and_value(loss))(thetas)  # (R, P), (R,)
+        config._experts_implementation = "eager"
+        grads, losses = [], []
+        for theta in thetas:
+            load(net.module, net, theta)
+            net.module.zero_grad()
+            with KeepFloat64():
+                own = net.module(input_ids=tokens, labels=tokens, use_cache=False).loss
+            own.backward()
+            grads.append(torch.cat([p.grad.reshape(-1) for p in net.module.parameters()]))
+            losses.append(own.detach())
+        out["eager"] = torch.stack(grads), torch.stack(losses)
+    finally:
+        config._experts_implementation = archs.EXPERTS_IMPLEMENTATION
+    grad, value = out["dense"]
+    for name in ("batched_mm", "eager"):
+        other_grad, other_value = out[name]
+        assert float((value - other_value).abs().max()) < 1e-14, name
+        assert float(((grad - other_grad).norm(dim=1) / other_grad.norm(dim=1)).max()) < 1e-13, name
+
+    experts = build_real("gpt_oss_moe").module.model.layers[0].mlp.experts
+    assert experts.is_transposed and experts.has_bias and not experts.is_concatenated
+    n, d = 10, experts.gate_up_proj.shape[1]
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64, requires_grad=True)  # (N, d)
+    index = torch.stack([torch.randperm(experts.num_experts, generator=gen)[:2] for _ in range(n)])  # (N, 2)
+    weights = torch.rand(n, 2, generator=gen, dtype=torch.float64, requires_grad=True)  # (N, 2)
+    inputs = (x, weights, *experts.parameters())
+    cotangent = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    results = []
+    for forward in (dense_experts_forward, batched_mm_experts_forward):
+        y = forward(experts, x, index, weights)  # (N, d)
+        results.append((y, torch.autograd.grad(y, inputs, cotangent)))
+    (y, dense_grads), (y_ref, ref_grads) = results
+    assert float((y - y_ref).abs().max() / y_ref.abs().max()) < 1e-14
+    for g, g_ref in zip(dense_grads, ref_grads):
+        assert float((g - g_ref).abs().max()) <= 1e-14 * float(g_ref.abs().max())
 
 
 def test_mixtral_whole_model_gauge_sees_the_plain_gradient_orthogonal_and_adam_not():

@@ -23,12 +23,15 @@ p = softmax(W_r x) over the experts, S its TOP_K largest, and
 (gate_up_proj (E, 2F, d) stacks W_gate and W_up, down_proj (E, d, F)). Width F = mlp_ratio d / TOP_K: a token passes
 through TOP_K experts, so it sees a hidden width of mlp_ratio d, Llama's at the same run config (the same compute
 per token, twice the MLP parameters), and 4 experts at top-2 keep every expert trained on about half the tokens of a
-tiny batch. The experts run through `transformers`' `batched_mm` experts implementation
-(transformers/integrations/moe.py, batched_mm_experts_forward: each (token, choice) gathers its expert's weights and
-multiplies, the TOP_K outputs summed by a reshape, no index_add_): the default `eager` loops over the experts hit
-with data-dependent `torch.where`, which vmap cannot batch, and `grouped_mm` refuses float64 (torch's grouped
-matmul: float32, bfloat16 or float16 only); batched_mm is the same sum, vmaps over the runs, and is deterministic on
-CPU. The router's top-k makes the loss piecewise smooth in theta: smooth wherever no token's TOP_K-th and next
+tiny batch. The experts run through attnid.training.experts' `dense` implementation, registered in `transformers`'
+ExpertsInterface (transformers/integrations/moe.py): every expert on every token, weighted by the routing weights
+scattered to (tokens, experts), zero for the experts not chosen, as two matrix products over the stacked weights;
+the same sum as `batched_mm` to rounding, loss and gradient (tests/test_training_archs.py), and it vmaps over the
+runs and is deterministic. Of transformers' own: the default `eager` loops over the experts hit with data-dependent
+`torch.where`, which vmap cannot batch; `grouped_mm` refuses float64 (torch's grouped matmul: float32, bfloat16 or
+float16 only); `batched_mm` vmaps but gathers every (token, choice)'s expert weights, a copy of (N TOP_K, 2F, d)
+and (N TOP_K, d, F) that makes a 12-run Markov step (d_model 32) 3.9x Llama's where dense, at N_EXPERTS / TOP_K = 2
+times the experts' multiply-adds, is 1.4x. The router's top-k makes the loss piecewise smooth in theta: smooth wherever no token's TOP_K-th and next
 scores tie (a set of measure zero), the choice itself carrying no gradient. The whole-model orbit (attnid.gauge)
 adds to Llama's sources each expert's hidden-unit scalings and the router's shift (W_r + 1 c^T leaves p unchanged).
 
@@ -58,13 +61,14 @@ import torch
 from ..float64 import KeepFloat64
 from ..softmax import ShortSoftmax
 from ..spec import AttentionSpec
+from .experts import DENSE, register
 from .tasks import STREAM_MODEL, generator
 
 ARCHS = ("llama", "gpt2", "mixtral")
 CLASSES = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel", "mixtral": "MixtralForCausalLM"}
 ROPE_BASE = 10000.0
 N_EXPERTS, TOP_K = 4, 2  # mixtral's experts and experts per token (module docstring)
-EXPERTS_IMPLEMENTATION = "batched_mm"  # transformers/integrations/moe.py: vmaps, no data-dependent loop
+EXPERTS_IMPLEMENTATION = DENSE  # attnid.training.experts: vmaps, no gather, no data-dependent loop
 
 
 def hf_config(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n_layers: int, mlp_ratio: int) -> dict:
@@ -102,6 +106,7 @@ def build_module(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n
     if model in ("llama", "mixtral") and getattr(config, "rope_parameters", None):  # the base (rope_parameters, 5.x)
         config.rope_parameters["rope_theta"] = ROPE_BASE
     if model == "mixtral":
+        register()  # DENSE in transformers' ExpertsInterface, before the class checks the name
         config._experts_implementation = EXPERTS_IMPLEMENTATION
     # built inside KeepFloat64: the rotary tables' inverse frequencies, computed at construction in float32
     # (LlamaRotaryEmbedding / MixtralRotaryEmbedding.compute_default_rope_parameters, models/{llama,mixtral}/
