@@ -18,23 +18,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep import evaluations, flops, step_matmuls
+from sweep import corpus_folder, evaluations, flops, preset_config, step_matmuls
 
 H200_FP64_TFLOPS = 67.0  # NVIDIA H200 datasheet: FP64 Tensor Core, dense
-
-
-def preset_training(configfile: str) -> dict:
-    """The preset's `training:` over the default preset's (a preset overrides config/config.yaml key by key)."""
-    base = yaml.safe_load((ROOT / "config/config.yaml").read_text())["training"]
-    return base | yaml.safe_load((ROOT / configfile).read_text()).get("training", {})
 
 
 def job_flops(cfgs: list) -> dict:
@@ -78,17 +68,13 @@ def main(argv=None) -> None:
 
     import torch
 
-    from attnid.training import corpus as text_corpus
     from attnid.training.runs import job_params, jobs, run_config, runs
 
     torch.set_num_threads(2)
-    training = preset_training(args.configfile)
+    training = preset_config(args.configfile)["training"]
     device = "cuda" if args.measure else "cpu"
     low, high = args.efficiency
-    with tempfile.TemporaryDirectory() as folder:
-        if any(t["task"] == "text" for t in training["tasks"]):
-            built = text_corpus.build(training["corpus"])
-            text_corpus.write(built, {name: str(Path(folder) / file) for name, file in text_corpus.OUTPUTS.items()})
+    with corpus_folder(training) as folder:
         total = 0.0
         for job in jobs(training):
             params = job_params(training, job["task"], job["model"], job["heads"])

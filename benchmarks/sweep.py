@@ -35,6 +35,7 @@ paper: in this process, every job of the preset (a task, model and head count: a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import subprocess
@@ -68,6 +69,15 @@ def job_benchmarks(work: Path) -> pd.DataFrame:
         for p in (work / "results/benchmarks").rglob("*.tsv")
     ]
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["s", "cpu_time", "job"])
+
+
+def preset_config(configfile: str) -> dict:
+    """config/config.yaml updated key by key by `configfile`, as Snakemake's --configfile does."""
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / configfile).read_text()) or {})
+    return config
 
 
 def timed_build(work: Path, cores: int, targets: list[str], extra: list[str]) -> dict:
@@ -199,6 +209,22 @@ def floor(cfgs: list, cache: dict) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def corpus_folder(training: dict, built: Path | None = None):
+    """The folder of the text corpus a preset's text jobs read: `built` where a build made it, otherwise built
+    here into a temporary folder (seconds); "" when the preset has no text task."""
+    from attnid.training import corpus
+
+    if not any(t["task"] == "text" for t in training["tasks"]):
+        yield ""
+    elif built is not None and (built / corpus.OUTPUTS["manifest"]).is_file():
+        yield str(built)
+    else:
+        with tempfile.TemporaryDirectory(prefix="attnid-corpus-") as folder:
+            corpus.write(corpus.build(training["corpus"]), {k: str(Path(folder) / f) for k, f in corpus.OUTPUTS.items()})
+            yield folder
+
+
 def evaluations(steps: int, every: int) -> int:
     """Held-out evaluations of a run: at steps t with t % every == 0 or t = steps - 1, and one after the last."""
     return len({t for t in range(steps) if t % every == 0} | {steps - 1}) + 1
@@ -249,15 +275,23 @@ def paper(args) -> None:
     import torch
 
     from attnid.device import resolve_device
-    from attnid.training.runs import job_params, jobs, run_config, runs
 
     resolve_device(args.device)  # DeviceError with the reason when CUDA is asked for and absent
     torch.set_num_threads(1)
-    preset = yaml.safe_load((ROOT / args.configfile).read_text())
-    training = preset["training"]
+    config = preset_config(args.configfile)
+    training = config["training"]
+    results_dir = ROOT / config["results_dir"]
+    training_dir = results_dir / "benchmarks" / "training"
+    with corpus_folder(training, results_dir / "corpus") as folder:
+        rows = job_rows(args, training, training_dir, folder)
+    report(args, training, training_dir, pd.DataFrame(rows))
+
+
+def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict]:
+    """One row a selected job: its floor, and its time (timed here, or read from the build)."""
+    from attnid.training.runs import job_params, jobs, run_config, runs
+
     dtype = training["dtype"]
-    results_dir = preset.get("results_dir") or yaml.safe_load((ROOT / "config/config.yaml").read_text())["results_dir"]
-    training_dir = ROOT / results_dir / "benchmarks" / "training"
     rows, cache = [], {}
     for job in jobs(training):
         if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
@@ -265,7 +299,7 @@ def paper(args) -> None:
         if args.heads and job["heads"] not in args.heads:
             continue
         params = job_params(training, job["task"], job["model"], job["heads"])
-        cfgs = [run_config(params, args.device, **k) for k in runs(params)]
+        cfgs = [run_config(params, args.device, **k, corpus=corpus) for k in runs(params)]
         row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps, **floor(cfgs, cache)}
         if args.from_build:
             row.update(built_job(training_dir, job))
@@ -282,7 +316,14 @@ def paper(args) -> None:
                   f"~{row['job_cpu_s']:.0f} CPU-s, floor {row[f'floor_{dtype}_s']:.1f} s, ratio {row['ratio']:.1f}",
                   file=sys.stderr, flush=True)  # fmt: skip
         rows.append(row)
-    df = pd.DataFrame(rows)
+    return rows
+
+
+def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
+    """The per-job table and the preset's totals against the floor."""
+    from attnid.training.runs import runs
+
+    dtype = training["dtype"]
     print(f"# {args.configfile}: every job, one thread, device {args.device}, dtype {dtype}, load average "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))

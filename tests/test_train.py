@@ -17,7 +17,7 @@ from attnid.spec import AttentionSpec
 from attnid.training.loop import RunDiverged, train
 from attnid.training.models import TinyTransformer
 from attnid.training.runs import METRIC_COLUMNS, RunConfig, measured_steps
-from attnid.training.tasks import AssociativeRecall, MarkovChain, TeacherStudent, generator
+from attnid.training.tasks import AssociativeRecall, MarkovChain, TeacherStudent, generator, next_token_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT_METRICS = [
@@ -85,6 +85,24 @@ def test_markov_chain_loss_floor_is_its_entropy_rate():
     first = [task.train_batch(4).inputs for _ in range(3)]
     again = MarkovChain(5, 2, 0.5, 9, seed=3)
     assert all(torch.equal(a, again.train_batch(4).inputs) for a in first)
+
+
+@pytest.mark.parametrize("start", [1, 2])
+def test_next_token_loss_is_the_cross_entropy_of_each_complete_context(start):
+    """Position t - 1's logits score token t, for t = start..T-1 only, averaged per sequence; the same as
+    F.cross_entropy position by position, value and gradient, and under vmap over runs."""
+    g = torch.Generator().manual_seed(start)
+    logits = torch.randn(3, 4, 7, 11, generator=g, dtype=torch.float64, requires_grad=True)  # (R, B, T, V)
+    tokens = torch.randint(11, (3, 4, 7), generator=g)  # (R, B, T)
+    by_position = torch.stack([
+        torch.nn.functional.cross_entropy(logits[:, :, t - 1].flatten(0, 1), tokens[:, :, t].flatten(), reduction="none")
+        for t in range(start, 7)
+    ], -1).view(3, 4, -1).mean(-1)  # fmt: skip
+    ours = torch.func.vmap(lambda l, x: next_token_loss(l, x, start))(logits, tokens)  # (R, B)
+    assert torch.allclose(ours, by_position, rtol=1e-14, atol=0)
+    (grad,) = torch.autograd.grad(ours.sum(), logits, retain_graph=True)
+    (expected,) = torch.autograd.grad(by_position.sum(), logits)
+    assert torch.allclose(grad, expected, rtol=1e-13, atol=1e-16) and (grad[:, :, -1] == 0).all()
 
 
 def test_teacher_student_loss_is_invariant_under_the_student_group():

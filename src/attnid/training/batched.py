@@ -47,6 +47,7 @@ from tqdm import tqdm
 from .. import symmetry
 from ..device import resolve_device
 from ..layout import Layout
+from .allocator import keep_freed_memory
 from .determinism import deterministic
 from .gauges import model_gauge
 from .metrics import Measurements, chance_levels
@@ -65,6 +66,7 @@ SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pai
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
 DATA_AHEAD = 8  # teacher-student training batches drawn and labelled at once (Data)
 EVAL_CHUNK = 128  # held-out sequences per forward pass (fewer, larger passes; the same numbers)
+EVAL_OUTPUTS = 2**22  # at most this many outputs of all runs per pass (32 MiB in float64: the heap, not an mmap)
 
 
 def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
@@ -158,6 +160,7 @@ class BatchedRuns:
     """
 
     def __init__(self, cfgs: list[RunConfig], gauge: bool = True):
+        keep_freed_memory()  # each step's large tensors reuse the last step's pages (attnid.training.allocator)
         base = self.base = cfgs[0]
         self.cfgs, self.M, self.spec, self.gauge, device = cfgs, len(cfgs), base.attention, gauge, base.device
         seeds = [c.seed for c in cfgs]
@@ -335,10 +338,13 @@ class BatchedRuns:
 
     # held-out and results ---------------------------------------------------------------------------
     def evaluate(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Held-out loss and accuracy (M,) at theta (NaN accuracy without one), in chunks of EVAL_CHUNK sequences
-        (or `batch`, if more; a sequence's output does not depend on the others of its chunk)."""
+        """Held-out loss and accuracy (M,) at theta (NaN accuracy without one), in chunks of EVAL_CHUNK sequences,
+        fewer where the runs' outputs would pass EVAL_OUTPUTS, never fewer than `batch` (a sequence's output does
+        not depend on the others of its chunk)."""
         loss, correct = [], []
-        per_sample, chunk = self.task.per_sample_loss, max(self.base.batch, EVAL_CHUNK)
+        width = getattr(self.task, "n_tokens", self.spec.d_model) * (1 if self.net.last_only else self.net.seq_len)
+        chunk = max(self.base.batch, min(EVAL_CHUNK, EVAL_OUTPUTS // (theta.shape[0] * width)))  # sequences a pass
+        per_sample = self.task.per_sample_loss
         with torch.no_grad():
             for start in range(0, self.eval_in.shape[1], chunk):
                 x, y = self.eval_in[:, start : start + chunk], self.eval_target[:, start : start + chunk]
