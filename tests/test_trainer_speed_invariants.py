@@ -14,6 +14,7 @@ import pytest
 import torch
 from training_helpers import one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
+from attnid.gauge import operator
 from attnid.spec import AttentionSpec
 from attnid.training.batched import BatchedRuns, overlap_gauge_steps, train_batched
 from attnid.training.runs import METRIC_COLUMNS, RunConfig, run_config
@@ -62,10 +63,14 @@ def test_gauge_overlap_cadence_comes_from_the_config_and_must_be_positive():
         tiny(gauge_overlap_every=0)
 
 
+@pytest.mark.parametrize("large", [None, 0, 3000], ids=["rows", "all-large", "some-large"])
 @pytest.mark.parametrize("task, model, spec, vocab", REAL, ids=lambda x: x if isinstance(x, str) else "")
-def test_batched_whole_model_overlap_equals_the_per_run_one(task, model, spec, vocab):
+def test_batched_whole_model_overlap_equals_the_per_run_one(task, model, spec, vocab, large, monkeypatch):
     """ModelGauge.overlaps of several runs at their own points equals ModelGauge.overlap of each run through
-    the plain path (adjoint, solve, one apply per source), source by source."""
+    the plain path (adjoint, solve, one apply per source), source by source; also where some or all groups are
+    large (LARGE_GROUP lowered: the Gram and the overlaps take their adjoint and apply, never their rows)."""
+    if large is not None:
+        monkeypatch.setattr(operator, "LARGE_GROUP", large)
     extra = {"seq_len": 6} if task == "markov" else {}
     cfgs = [tiny(task=task, model=model, attention=spec, vocab=vocab, seed=s, **extra) for s in range(3)]
     state = BatchedRuns(cfgs)
@@ -74,6 +79,9 @@ def test_batched_whole_model_overlap_equals_the_per_run_one(task, model, spec, v
     u = torch.randn(theta.shape, generator=g, dtype=theta.dtype)
     u[1] = state.optimizer.update(state.theta, state._gradients(0))[1]  # a gradient step
     batched = state.model_gauge.overlaps(theta, u)
+    proj = state.model_gauge.gauge.projection
+    n_large = sum(rows is None for rows in proj.rows())
+    assert n_large == {None: 0, 0: len(proj.T.groups)}.get(large, n_large) and (large != 3000 or 0 < n_large < len(proj.T.groups))
     for m in range(len(cfgs)):
         alone = state.model_gauge.overlap(theta[m], u[m])
         assert list(batched) == list(alone)  # 'all' first, then the sources in the same order

@@ -42,6 +42,7 @@ class Generators:
             n += g.n
         self.n = n
         self.P = layout.size
+        self._matrices = {}  # group index -> group_matrix, kept for the point (the Gram's and the rows' own)
 
     def slices(self) -> list[slice]:
         return [slice(o, o + g.n) for o, g in zip(self.offsets, self.groups)]
@@ -100,8 +101,17 @@ class Generators:
         return out.reshape(*lead, self.n)
 
     def group_matrix(self, g: Group) -> dict:
-        """{block: (n_g, *shape)}: the group's tangents of its unit coefficients."""
-        return g.apply(torch.eye(g.n, dtype=DTYPE))
+        """{block: (n_g, *shape)}: the group's tangents of its unit coefficients (kept: the Gram and the rows of
+        a Projection read the same ones)."""
+        key = id(g)
+        if key not in self._matrices:
+            self._matrices[key] = g.apply(torch.eye(g.n, dtype=DTYPE))
+        return self._matrices[key]
+
+    def is_large(self, g: Group) -> bool:
+        """Whether g's materialised tangents would pass LARGE_GROUP entries (then it is used through its adjoint
+        and apply, never as a matrix)."""
+        return g.n * sum(self.layout.blocks[b].size for b in g.blocks) > LARGE_GROUP
 
     def matrix(self, groups=None) -> torch.Tensor:
         """Dense (n, P) (or the rows of `groups`, a list of indices)."""
@@ -116,9 +126,8 @@ class Generators:
         """K = T T^T (n, n), group pair by group pair (module docstring)."""
         K = torch.zeros(self.n, self.n, dtype=DTYPE)
         sl = self.slices()
-        sizes = [g.n * sum(self.layout.blocks[b].size for b in g.blocks) for g in self.groups]
-        small = [i for i, s in enumerate(sizes) if s <= LARGE_GROUP]
-        large = [i for i, s in enumerate(sizes) if s > LARGE_GROUP]
+        large = [i for i, g in enumerate(self.groups) if self.is_large(g)]
+        small = [i for i in range(len(self.groups)) if i not in large]
         mats = {i: self.group_matrix(self.groups[i]) for i in small}
         supports = [set(g.blocks) for g in self.groups]
         for a in small:
@@ -142,8 +151,11 @@ class Generators:
             for b in large:
                 if b < a or not supports[a] & supports[b]:
                     continue
-                K[sl[a], sl[b]] = self._large_pair(a, b)
-                K[sl[b], sl[a]] = K[sl[a], sl[b]].mT
+                block = self._large_pair(a, b)
+                if a == b:  # a group with itself: symmetric up to rounding, made exactly so
+                    block = (block + block.mT) / 2
+                K[sl[a], sl[b]] = block
+                K[sl[b], sl[a]] = block.mT
         return K
 
     def _large_pair(self, a: int, b: int, chunk: int = 64) -> torch.Tensor:
@@ -196,17 +208,19 @@ class Projection:
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         return self.T.apply(self.coefficients(u))
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict | None]:
         """Each group's rows of T on the blocks it touches, [{block: (n_g, block size)}] (kept): the group's
-        tangents of its unit coefficients (`Generators.group_matrix`), the nonzero part of the dense T. For
-        small models (the entries of every group's blocks in memory), where they turn the adjoint and the
-        applies of :meth:`source_overlaps` into a few matrix products."""
+        tangents of its unit coefficients (`Generators.group_matrix`), the nonzero part of the dense T; None for
+        a large group (`Generators.is_large`: the residual stream's rotations of a wide model), which
+        :meth:`source_overlaps` reads through its adjoint and apply instead. They turn the adjoint and the
+        applies of the other groups into a few matrix products."""
         if self._rows is None:
             with serial():
                 self._rows = [
-                    {b: t.reshape(g.n, -1) for b, t in self.T.group_matrix(g).items()} if g.n else {}
+                    None if self.T.is_large(g)
+                    else {b: t.reshape(g.n, -1) for b, t in self.T.group_matrix(g).items()} if g.n else {}
                     for g in self.T.groups
-                ]
+                ]  # fmt: skip
         return self._rows
 
     def source_overlaps(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -218,17 +232,24 @@ class Projection:
         flat = u.to(DTYPE).reshape(-1, self.T.P)  # (m, P)
         ub = {b: flat[:, layout.blocks[b].slice] for b in layout.blocks}
         rows, slices = self.rows(), self.T.slices()
+        m = flat.shape[0]
         with serial():
-            r = torch.zeros(flat.shape[0], self.T.n, dtype=DTYPE, device=flat.device)
-            for g_rows, sl in zip(rows, slices):
+            r = torch.zeros(m, self.T.n, dtype=DTYPE, device=flat.device)
+            for g, g_rows, sl in zip(self.T.groups, rows, slices):
+                if g_rows is None:  # a large group: its adjoint on its own blocks
+                    r[:, sl] = self.T.group_adjoint(g, {b: ub[b].reshape(m, *layout.blocks[b].shape) for b in g.blocks})
+                    continue
                 for b in sorted(g_rows):  # a fixed order (attnid.gauge.operator.Generators.gram)
                     r[:, sl] += ub[b] @ g_rows[b].mT
             c = self.solve(r)  # (m, n)
             parts: dict[str, dict] = {}  # source -> {block: (m, size)}: T_s^T c_s on the blocks it touches
             for g, g_rows, sl in zip(self.T.groups, rows, slices):
                 part = parts.setdefault(g.source, {})
-                for b, rows_b in g_rows.items():
-                    tangent = c[:, sl] @ rows_b
+                if g_rows is None:
+                    tangents = {b: t.reshape(m, -1) for b, t in g.apply(c[:, sl]).items()}
+                else:
+                    tangents = {b: c[:, sl] @ rows_b for b, rows_b in g_rows.items()}
+                for b, tangent in tangents.items():
                     part[b] = part[b] + tangent if b in part else tangent
         total: dict[str, torch.Tensor] = {}
         for part in parts.values():

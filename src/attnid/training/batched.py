@@ -47,7 +47,6 @@ from tqdm import tqdm
 from .. import symmetry
 from ..device import resolve_device
 from ..layout import Layout
-from .allocator import keep_freed_memory
 from .determinism import deterministic
 from .gauges import model_gauge
 from .metrics import Measurements, chance_levels
@@ -160,7 +159,6 @@ class BatchedRuns:
     """
 
     def __init__(self, cfgs: list[RunConfig], gauge: bool = True):
-        keep_freed_memory()  # each step's large tensors reuse the last step's pages (attnid.training.allocator)
         base = self.base = cfgs[0]
         self.cfgs, self.M, self.spec, self.gauge, device = cfgs, len(cfgs), base.attention, gauge, base.device
         seeds = [c.seed for c in cfgs]
