@@ -47,12 +47,14 @@ TASK_NAMES = {
     "markov": "Markov chain",
     "text": "text (pandas docstrings)",  # the default corpus (attnid.training.corpus)
 }
-MODEL_NAMES = {"own": "attnid", "llama": "Llama", "gpt2": "GPT-2"}  # the model that learns a task
+MODEL_NAMES = {"own": "attnid", "llama": "Llama", "gpt2": "GPT-2", "mixtral": "Mixtral"}  # the model that learns a task
 # A task learned by a model, as one key `task` or `task/model` (this project's own model: the task alone),
 # in the order the figures and tables show them.
 SETTING_NAMES = {
     "teacher_student": "teacher-student",
+    "teacher_student_fixed_head": "teacher-student, fixed head size",
     "recall": "recall",
+    "recall_fixed_head": "recall, fixed head size",
     "recall/llama": "recall, Llama",
     "recall/gpt2": "recall, GPT-2",
     "markov": "Markov chain",
@@ -61,6 +63,7 @@ SETTING_NAMES = {
     "text": "text",
     "text/llama": "text, Llama",
     "text/gpt2": "text, GPT-2",
+    "text/mixtral": "text, Mixtral",
 }
 
 

@@ -15,7 +15,8 @@ preset: what a preset does not measure reads 'n/a'. The five results, in the ord
 4. Adam against one second moment per symmetry block (mean overlaps; held-out loss, log10 ratio paired by H and
    seed);
 5. rebalancing: the paired effects' cells on text, uncorrected and after Holm's correction.
-Perplexity: exp of the held-out cross-entropy (nats per token) at the widest model.
+Perplexity: exp of the held-out cross-entropy (nats per token) at the widest model. Each result is also held against
+the synthetic reference (:func:`comparison_macros`), so the paper can say where text differs.
 """
 
 from __future__ import annotations
@@ -39,9 +40,13 @@ MODEL_SETTINGS = {
 }
 
 
+def _is_text(frame: pd.DataFrame) -> pd.Series:
+    """Which rows are text runs: their kind, or (tables without one) a sweep name starting with 'text'."""
+    return frame["kind"] == "text" if "kind" in frame else frame["task"].str.startswith("text")
+
+
 def _text(summary: pd.DataFrame) -> pd.DataFrame:
-    kind = summary["kind"] if "kind" in summary else summary["task"]
-    return with_settings(ok(summary[kind == "text"]))
+    return with_settings(ok(summary[_is_text(summary)]))
 
 
 CORPUS_MACROS = ("CorpusPackage", "CorpusFiles", "CorpusTrainFiles", "CorpusHeldoutFiles", "CorpusTrainTokens",
@@ -127,8 +132,7 @@ def _model_macros(text: pd.DataFrame) -> dict[str, str]:
 def _effect_macros(effects: pd.DataFrame) -> dict[str, str]:
     """5. Rebalancing on text: cells, cells whose interval excludes zero, and those left after Holm's correction
     over the text cells of each measure (a family of its own)."""
-    effects = with_settings(effects) if len(effects) else effects
-    text = effects[effects["task"].str.startswith("text")] if len(effects) else effects
+    text = effects[_is_text(effects)] if len(effects) else effects
     values = {}
     tests = effect_tests(text) if len(text) else pd.DataFrame(columns=["measure", "holm", "low", "high"])
     for measure, name in MEASURES.items():
@@ -146,7 +150,83 @@ def _effect_macros(effects: pd.DataFrame) -> dict[str, str]:
     return values
 
 
+# Text against the synthetic tasks ------------------------------------------------------------------------------
+# The synthetic setting the text results are held against: the first of these a preset trains at two head counts or
+# more (the fixed head size first: the same law as the text sweep's).
+REFERENCES = ("teacher_student_fixed_head", "teacher_student")
+
+
+def synthetic_reference(summary: pd.DataFrame) -> str | None:
+    """The setting key of the synthetic reference (REFERENCES), None when the preset trains none of them."""
+    good = with_settings(ok(summary))
+    for key in REFERENCES:
+        if good.loc[good["task"] == key, "heads"].nunique() >= 2:
+            return key
+    return None
+
+
+def overlaps(a: dict, b: dict) -> bool | None:
+    """Whether two estimates' 95% intervals share a point; None when either is not measured."""
+    if not all(math.isfinite(e[k]) for e in (a, b) for k in ("low", "high")):
+        return None
+    return a["low"] <= b["high"] and b["low"] <= a["high"]
+
+
+def _agreement(a: dict, b: dict) -> str:
+    return {True: "overlap", False: "do not overlap", None: "n/a"}[overlaps(a, b)]
+
+
+def _departure(decay: pd.DataFrame, key: str | None, part: str) -> dict:
+    """Measured over predicted imbalance - 1 after the last step, per run of `key` (an estimate over H and seeds)."""
+    sel = decay[(decay["task"] == key) & (decay["part"] == part)] if len(decay) and key else decay.iloc[:0]
+    last = sel[sel["step"] == sel["step"].max()] if len(sel) else sel
+    return estimate(last["measured"] / last["predicted"] - 1 if len(last) else [])
+
+
+def comparison_macros(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame) -> dict[str, str]:
+    """Where the text results differ from the synthetic reference's: (2) the slope against H per optimizer (the
+    optimizers whose intervals do not overlap, listed), (3) the weight-decay law's departure after the last step,
+    (4) the shared second moment's loss ratio, (5) rebalancing's cells left after Holm's correction over the
+    synthetic cells alone (every non-text setting, a family of its own per measure)."""
+    good, text = with_settings(ok(summary)), _text(summary)
+    key = synthetic_reference(summary)
+    values = {"TextReference": SETTING_NAMES.get(key, key) if key else "n/a"}
+    text_slopes, ref_slopes = heads_slopes(text[text["task"] == SWEEP]), heads_slopes(good[good["task"] == key])
+    agree, differ = [], []
+    for opt in SLOPE_OPTIMIZERS:
+        a = estimate(text_slopes.loc[text_slopes["optimizer"] == opt, "slope"])
+        b = estimate(ref_slopes.loc[ref_slopes["optimizer"] == opt, "slope"])
+        values[macro_name("ReferenceOverlapSlope", opt)] = interval_text(b)
+        if (same := overlaps(a, b)) is not None:
+            (agree if same else differ).append(OPTIMIZER_NAMES.get(opt, opt))
+    values["TextSlopesCompared"] = number(len(agree) + len(differ))
+    values["TextSlopesAgree"] = number(len(agree))
+    values["TextSlopesDiffer"] = ", ".join(differ) or "none"
+    decay = with_settings(decay) if len(decay) else decay
+    for part in ("query_key", "value_output"):
+        a, b = _departure(decay, SWEEP, part), _departure(decay, key, part)
+        values[macro_name("TextWeightDecayDeparture", part)] = interval_text(a)
+        values[macro_name("ReferenceWeightDecayDeparture", part)] = interval_text(b)
+        values[macro_name("WeightDecayDepartureAgreement", part)] = _agreement(a, b)
+    ratios = {}
+    for name, sel in (("Text", text[text["task"] == SWEEP]), ("Reference", good[good["task"] == key])):
+        done = sel[(sel["rebalance"] == "none") & sel["converged"].astype(bool)] if "converged" in sel else sel
+        pair = done.pivot_table(index=["heads", "seed"], columns="optimizer", values="final_eval_loss")
+        ratio = np.log10(pair["adam_shared"] / pair["adam"]) if {"adam", "adam_shared"} <= set(pair) else []
+        ratios[name] = estimate(pd.Series(ratio, dtype=float).dropna())
+    values["ReferenceAdamSharedLossRatio"] = interval_text(ratios["Reference"])
+    values["SharedLossRatioAgreement"] = _agreement(ratios["Text"], ratios["Reference"])
+    synthetic = effects[~_is_text(effects)] if len(effects) else effects
+    tests = effect_tests(synthetic) if len(synthetic) else pd.DataFrame(columns=["measure", "holm"])
+    for measure, name in MEASURES.items():
+        sel = tests[tests["measure"] == measure]
+        values[macro_name("SyntheticEffectCells", name)] = number(len(sel))
+        values[macro_name("SyntheticEffectHolm", name)] = number(int(sel["holm"].astype(bool).sum()))
+    return values
+
+
 def text_macros(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.DataFrame, manifest: dict | None) -> dict:
     """Every macro of the real-text paragraph (module docstring), {name: LaTeX}."""
     text = _text(summary)
-    return corpus_macros(manifest) | _sweep_macros(text) | _weight_decay_macros(decay) | _model_macros(text) | _effect_macros(effects)
+    return (corpus_macros(manifest) | _sweep_macros(text) | _weight_decay_macros(decay) | _model_macros(text)
+            | _effect_macros(effects) | comparison_macros(summary, effects, decay))  # fmt: skip
