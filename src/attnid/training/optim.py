@@ -80,13 +80,25 @@ def shared_blocks(layers: list[tuple[AttentionSpec, torch.Tensor]], size: int) -
     return ids, n + int(free.sum())
 
 
+def _segments(flags: list[bool]) -> list[tuple[slice, bool]]:
+    """The maximal ranges of equal flags, [(slice of rows, flag)], in order."""
+    out, begin = [], 0
+    for i in range(1, len(flags) + 1):
+        if i == len(flags) or flags[i] != flags[begin]:
+            out.append((slice(begin, i), flags[begin]))
+            begin = i
+    return out
+
+
 class Optimizer:
     """State and step of M runs on flat parameters (M, P), each run with its own algorithm and hyperparameters.
 
     algorithms: one of attnid.training.runs.ALGORITHMS per run; hyper: per-run tensors (M,) lr, weight_decay,
     momentum, beta1, beta2; shared: (ids (P,), n) from :func:`shared_blocks`, needed when a run is adam_shared.
-    Runs of different algorithms share one step: the SGD and Adam updates are computed for every run and each
-    run keeps its own (a few elementwise operations more, one dispatch of each instead of one per algorithm).
+    The rows are cut into ranges of one family (the SGD family, the Adam family; a job lists its runs optimizer by
+    optimizer, so a handful of ranges), and each range takes its family's step in place on its own state, in the
+    order of operations of torch.optim: a step reads the parameters, gradients and moments once or twice each,
+    which on a wide model (M P in the tens of millions) costs as much as the gradient itself.
     """
 
     def __init__(self, algorithms: list[str], hyper: dict, shared: tuple[torch.Tensor, int] | None = None):
@@ -99,11 +111,9 @@ class Optimizer:
         decoupled = torch.tensor([a == "adamw" for a in alg]).reshape(-1, 1)
         self.wd_coupled = torch.where(decoupled, 0.0, wd)
         self.wd_decoupled = torch.where(decoupled, wd, 0.0)
-        self.adam = torch.tensor([a.startswith("adam") for a in alg]).reshape(-1, 1)
         self.momentum = torch.where(torch.tensor([a == "sgd_momentum" for a in alg]).reshape(-1, 1), col(hyper["momentum"]), 0.0)
         self.beta1, self.beta2 = col(hyper["beta1"]), col(hyper["beta2"])
-        self.any_adam, self.all_adam = bool(self.adam.any()), bool(self.adam.all())
-        self.any_momentum = bool((self.momentum > 0).any())
+        self.segments = _segments([a.startswith("adam") for a in alg])
         self.shared_rows = [i for i, a in enumerate(alg) if a == "adam_shared"]
         if self.shared_rows and shared is None:
             raise ValueError("adam_shared needs the symmetry blocks of the attention layers (optim.shared_blocks)")
@@ -118,44 +128,57 @@ class Optimizer:
             return
         for name in ("lr", "wd_coupled", "wd_decoupled", "momentum", "beta1", "beta2"):
             setattr(self, name, getattr(self, name).to(like))
-        # the moments' new-gradient weights and the decoupled decay's step, once in the parameters' dtype
-        self.c1, self.c2, self.lr_wd = 1 - self.beta1, 1 - self.beta2, self.lr * self.wd_decoupled
-        self.adam = self.adam.to(like.device)
         if self.shared is not None:
             self.shared = (self.shared[0].to(like.device), self.shared[1])
             self.counts = self.counts.to(like)
         self._on = (like.device, like.dtype)
 
     def update(self, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """u = p_{t+1} - p_t (M, P) for parameters p and gradients g (M, P); nothing is modified in place."""
+        """u = p_{t+1} - p_t (M, P) for parameters p and gradients g (M, P); p and g are not modified."""
         self._to(p)
         self.t += 1
-        t, state = self.t, self.state
-        g = g + self.wd_coupled * p  # L2 in the gradient (adamw: decoupled below)
-        u_sgd = u_adam = None
-        if not self.all_adam:
-            if self.any_momentum:
-                state["buf"] = g.clone() if t == 1 else self.momentum * state["buf"] + g
-                u_sgd = -self.lr * state["buf"]
+        u = torch.empty_like(p)
+        for rows, adam in self.segments:
+            step = self._adam if adam else self._sgd
+            step(rows, p[rows], self._coupled(rows, p[rows], g[rows]), u[rows])
+        return u
+
+    def _coupled(self, rows: slice, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """g + lambda p (L2 in the gradient; adamw's decay is decoupled), g itself where no run of `rows` has it."""
+        wd = self.wd_coupled[rows]
+        return torch.addcmul(g, wd, p) if bool((wd != 0).any()) else g
+
+    def _sgd(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> None:
+        """u = -eta b, b = mu b + g (b_1 = g; mu = 0 without momentum)."""
+        key, mu = f"buf{rows.start}", self.momentum[rows]
+        if bool((mu != 0).any()):
+            if self.t == 1:
+                self.state[key] = g.clone()
             else:
-                u_sgd = -self.lr * g
-        if self.any_adam:
-            b1, b2 = self.beta1, self.beta2
-            if t == 1:
-                state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
-            state["m"] = b1 * state["m"] + self.c1 * g
-            state["v"] = b2 * state["v"] + self.c2 * g * g
-            v = state["v"]
-            if self.shared_rows:
-                ids, n = self.shared
-                rows = self.shared_rows
-                sums = torch.zeros(len(rows), n, dtype=p.dtype, device=p.device).index_add_(1, ids, v[rows])
-                v = v.clone()
-                v[rows] = (sums / self.counts)[:, ids]  # each coordinate reads its block's mean
-            denom = (v / (1 - b2**t)).sqrt() + EPS
-            u_adam = -(self.lr / (1 - b1**t)) * state["m"] / denom - self.lr_wd * p
-        if u_sgd is None:
-            return u_adam
-        if u_adam is None:
-            return u_sgd
-        return torch.where(self.adam, u_adam, u_sgd)
+                self.state[key].mul_(mu).add_(g)
+            g = self.state[key]
+        torch.mul(g, -self.lr[rows], out=u)
+
+    def _adam(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> None:
+        """Adam's step (module docstring) as torch.optim.Adam orders it: m.lerp_(g, 1 - beta1),
+        v = beta2 v + (1 - beta2) g^2, denom = sqrt(v) / sqrt(1 - beta2^t) + eps, u = -(eta / (1 - beta1^t)) m / denom,
+        minus eta lambda p for adamw; adam_shared rows read their block's mean of v."""
+        t, b1, b2 = self.t, self.beta1[rows], self.beta2[rows]
+        if t == 1:
+            self.state[f"m{rows.start}"], self.state[f"v{rows.start}"] = torch.zeros_like(p), torch.zeros_like(p)
+        m, v = self.state[f"m{rows.start}"], self.state[f"v{rows.start}"]
+        m.lerp_(g, 1 - b1)
+        v.mul_(b2).add_(g.square().mul_(1 - b2))
+        shared = [i - rows.start for i in self.shared_rows if rows.start <= i < rows.stop]
+        if shared:
+            ids, n = self.shared
+            sums = torch.zeros(len(shared), n, dtype=p.dtype, device=p.device).index_add_(1, ids, v[shared])
+            v = v.clone()
+            v[shared] = (sums / self.counts)[:, ids]  # each coordinate reads its block's mean
+        torch.sqrt(v, out=u)
+        u.div_((1 - b2**t).sqrt()).add_(EPS)
+        torch.div(m, u, out=u)
+        u.mul_(-self.lr[rows] / (1 - b1**t))
+        decay = self.lr[rows] * self.wd_decoupled[rows]
+        if bool((decay != 0).any()):
+            u.addcmul_(decay, p, value=-1)
