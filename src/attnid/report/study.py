@@ -98,7 +98,7 @@ def _weight_decay_macros(good: pd.DataFrame, lr_summary: pd.DataFrame, decay: pd
     return values
 
 
-def _paired(g: pd.DataFrame, a: str, b: str, column: str, transform=None) -> dict:
+def paired(g: pd.DataFrame, a: str, b: str, column: str, transform=None) -> dict:
     """Estimate of (b - a) of `column` paired by (H, seed) between optimizers a and b of one setting."""
     x = g[g["optimizer"] == a].set_index(["heads", "seed"])[column]
     y = g[g["optimizer"] == b].set_index(["heads", "seed"])[column]
@@ -117,7 +117,7 @@ def _optimizer_macros(good: pd.DataFrame) -> dict[str, str]:
         p = prefix(key)
         for opt in ("adam", "adam_shared", "sgd_momentum"):
             values[macro_name("Overlap", p, opt)] = number(g.loc[g["optimizer"] == opt, "mean_overlap_all"].mean())
-        ratio = _paired(c, "adam", "adam_shared", "final_eval_loss", lambda y, x: np.log10(y / x))
+        ratio = paired(c, "adam", "adam_shared", "final_eval_loss", lambda y, x: np.log10(y / x))
         values[macro_name("AdamSharedLossRatio", p)] = interval_text(ratio)
     adam = free[free["optimizer"] == "adam"]
     for key, sources in CITED_SOURCES.items():  # the real architectures' whole-model overlap and its parts

@@ -29,7 +29,7 @@ import pandas as pd
 from ..training.analysis import estimate, heads_slopes, ok
 from .latex import macro_name, number
 from .names import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
-from .study import MEASURES, SLOPE_OPTIMIZERS, effect_tests, interval_text
+from .study import MEASURES, SLOPE_OPTIMIZERS, converged_runs, effect_tests, interval_text, paired
 
 SWEEP = "text/llama"  # the setting swept against H at a fixed head size
 # the whole-model overlap per real class and the sources the text cites ('' = the whole model)
@@ -93,15 +93,19 @@ def _sweep_macros(text: pd.DataFrame) -> dict[str, str]:
     values["TextChanceSlope"] = number(slopes["chance_slope"].mean(), digits=2)
     for opt in ("adam", "adam_shared", "sgd_momentum", "sgd_wd"):
         values[macro_name("TextOverlap", opt)] = number(free.loc[free["optimizer"] == opt, "mean_overlap_all"].mean())
-    done = free[free["converged"].astype(bool)] if "converged" in free else free
-    pair = done.pivot_table(index=["heads", "seed"], columns="optimizer", values="final_eval_loss")
-    ratio = np.log10(pair["adam_shared"] / pair["adam"]) if {"adam", "adam_shared"} <= set(pair) else pd.Series()
-    values["TextAdamSharedLossRatio"] = interval_text(estimate(ratio.dropna()))
+    values["TextAdamSharedLossRatio"] = interval_text(_shared_loss_ratio(sweep))
     widest = free[free["heads"] == free["heads"].max()] if len(free) else free
     for opt in ("adam", "sgd"):
         loss = widest.loc[widest["optimizer"] == opt, "final_eval_loss"]
         values[macro_name("TextPerplexityWide", opt)] = interval_text(estimate(np.exp(loss)))
     return values
+
+
+def _shared_loss_ratio(runs: pd.DataFrame) -> dict:
+    """log10 of the shared second moment's final held-out loss over Adam's, paired by H and seed (converged runs
+    without rebalancing)."""
+    done = converged_runs(runs[runs["rebalance"] == "none"])
+    return paired(done, "adam", "adam_shared", "final_eval_loss", lambda y, x: np.log10(y / x))
 
 
 def _weight_decay_macros(decay: pd.DataFrame) -> dict[str, str]:
@@ -208,14 +212,9 @@ def comparison_macros(summary: pd.DataFrame, effects: pd.DataFrame, decay: pd.Da
         values[macro_name("TextWeightDecayDeparture", part)] = interval_text(a)
         values[macro_name("ReferenceWeightDecayDeparture", part)] = interval_text(b)
         values[macro_name("WeightDecayDepartureAgreement", part)] = _agreement(a, b)
-    ratios = {}
-    for name, sel in (("Text", text[text["task"] == SWEEP]), ("Reference", good[good["task"] == key])):
-        done = sel[(sel["rebalance"] == "none") & sel["converged"].astype(bool)] if "converged" in sel else sel
-        pair = done.pivot_table(index=["heads", "seed"], columns="optimizer", values="final_eval_loss")
-        ratio = np.log10(pair["adam_shared"] / pair["adam"]) if {"adam", "adam_shared"} <= set(pair) else []
-        ratios[name] = estimate(pd.Series(ratio, dtype=float).dropna())
-    values["ReferenceAdamSharedLossRatio"] = interval_text(ratios["Reference"])
-    values["SharedLossRatioAgreement"] = _agreement(ratios["Text"], ratios["Reference"])
+    text_ratio, ref_ratio = _shared_loss_ratio(text[text["task"] == SWEEP]), _shared_loss_ratio(good[good["task"] == key])
+    values["ReferenceAdamSharedLossRatio"] = interval_text(ref_ratio)
+    values["SharedLossRatioAgreement"] = _agreement(text_ratio, ref_ratio)
     synthetic = effects[~_is_text(effects)] if len(effects) else effects
     tests = effect_tests(synthetic) if len(synthetic) else pd.DataFrame(columns=["measure", "holm"])
     for measure, name in MEASURES.items():

@@ -113,7 +113,11 @@ class Optimizer:
         self.wd_decoupled = torch.where(decoupled, wd, 0.0)
         self.momentum = torch.where(torch.tensor([a == "sgd_momentum" for a in alg]).reshape(-1, 1), col(hyper["momentum"]), 0.0)
         self.beta1, self.beta2 = col(hyper["beta1"]), col(hyper["beta2"])
-        self.segments = _segments([a.startswith("adam") for a in alg])
+        # per range: its family, and whether any of its runs has coupled decay, momentum, decoupled decay (fixed for
+        # the whole run, so no step asks the device)
+        has = lambda x, rows: bool((x[rows] != 0).any())
+        self.segments = [(rows, adam, has(self.wd_coupled, rows), has(self.momentum, rows), has(self.wd_decoupled, rows))
+                         for rows, adam in _segments([a.startswith("adam") for a in alg])]  # fmt: skip
         self.shared_rows = [i for i, a in enumerate(alg) if a == "adam_shared"]
         if self.shared_rows and shared is None:
             raise ValueError("adam_shared needs the symmetry blocks of the attention layers (optim.shared_blocks)")
@@ -138,28 +142,27 @@ class Optimizer:
         self._to(p)
         self.t += 1
         u = torch.empty_like(p)
-        for rows, adam in self.segments:
-            step = self._adam if adam else self._sgd
-            step(rows, p[rows], self._coupled(rows, p[rows], g[rows]), u[rows])
+        for rows, adam, coupled, momentum, decoupled in self.segments:
+            p_rows = p[rows]
+            g_rows = torch.addcmul(g[rows], self.wd_coupled[rows], p_rows) if coupled else g[rows]  # L2 in the gradient
+            if adam:
+                self._adam(rows, p_rows, g_rows, u[rows], decoupled)
+            else:
+                self._sgd(rows, g_rows, u[rows], momentum)
         return u
 
-    def _coupled(self, rows: slice, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """g + lambda p (L2 in the gradient; adamw's decay is decoupled), g itself where no run of `rows` has it."""
-        wd = self.wd_coupled[rows]
-        return torch.addcmul(g, wd, p) if bool((wd != 0).any()) else g
-
-    def _sgd(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> None:
+    def _sgd(self, rows: slice, g: torch.Tensor, u: torch.Tensor, momentum: bool) -> None:
         """u = -eta b, b = mu b + g (b_1 = g; mu = 0 without momentum)."""
-        key, mu = f"buf{rows.start}", self.momentum[rows]
-        if bool((mu != 0).any()):
+        key = f"buf{rows.start}"
+        if momentum:
             if self.t == 1:
                 self.state[key] = g.clone()
             else:
-                self.state[key].mul_(mu).add_(g)
+                self.state[key].mul_(self.momentum[rows]).add_(g)
             g = self.state[key]
         torch.mul(g, -self.lr[rows], out=u)
 
-    def _adam(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> None:
+    def _adam(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor, decoupled: bool) -> None:
         """Adam's step (module docstring) as torch.optim.Adam orders it: m.lerp_(g, 1 - beta1),
         v = beta2 v + (1 - beta2) g^2, denom = sqrt(v) / sqrt(1 - beta2^t) + eps, u = -(eta / (1 - beta1^t)) m / denom,
         minus eta lambda p for adamw; adam_shared rows read their block's mean of v."""
@@ -169,16 +172,14 @@ class Optimizer:
         m, v = self.state[f"m{rows.start}"], self.state[f"v{rows.start}"]
         m.lerp_(g, 1 - b1)
         v.mul_(b2).add_(g.square().mul_(1 - b2))
+        torch.sqrt(v, out=u)
         shared = [i - rows.start for i in self.shared_rows if rows.start <= i < rows.stop]
-        if shared:
+        if shared:  # each coordinate reads its block's mean of v
             ids, n = self.shared
             sums = torch.zeros(len(shared), n, dtype=p.dtype, device=p.device).index_add_(1, ids, v[shared])
-            v = v.clone()
-            v[shared] = (sums / self.counts)[:, ids]  # each coordinate reads its block's mean
-        torch.sqrt(v, out=u)
+            u[shared] = (sums / self.counts)[:, ids].sqrt_()
         u.div_((1 - b2**t).sqrt()).add_(EPS)
         torch.div(m, u, out=u)
         u.mul_(-self.lr[rows] / (1 - b1**t))
-        decay = self.lr[rows] * self.wd_decoupled[rows]
-        if bool((decay != 0).any()):
-            u.addcmul_(decay, p, value=-1)
+        if decoupled:
+            u.addcmul_(self.lr[rows] * self.wd_decoupled[rows], p, value=-1)
