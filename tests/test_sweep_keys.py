@@ -89,6 +89,18 @@ def test_a_sweep_may_run_its_own_seeds_and_rebalancing_modes():
     assert sorted({(k["rebalance"], k["seed"]) for k in keys}) == [("balance", 3), ("balance", 4), ("none", 3), ("none", 4)]
 
 
+def test_an_optimizer_may_take_its_own_learning_rate_at_some_head_counts():
+    own = _fixed_head(heads=(1, 2, 4))
+    own["optimizers"] = [{"name": "sgd", "algorithm": "sgd", "lr": 0.1, "lr_at_heads": {4: 0.3}}]
+    training = _training(own)
+    lrs = {k["heads"]: run_config(training, "cpu", **k).lr for k in runs(training)}
+    assert lrs == {1: 0.1, 2: 0.1, 4: 0.3}
+    own["optimizers"][0]["lr_at_heads"] = {8: 0.3}  # not swept: named, not ignored
+    assert semantic_errors({"training": training}) == [
+        "config training.tasks[0].optimizers[0].lr_at_heads: head counts [8] are not in training.tasks[0].heads [1, 2, 4]"
+    ]
+
+
 def test_a_sweep_may_set_its_own_measurement_cadence():
     own = _fixed_head() | {"eval_every": 7, "eval_batch": 12, "gauge_every": 5}
     training = _training(RECALL, own) | {"eval_every": 25, "eval_batch": 256}

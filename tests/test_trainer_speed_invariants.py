@@ -68,7 +68,8 @@ def test_gauge_overlap_cadence_comes_from_the_config_and_must_be_positive():
 def test_batched_whole_model_overlap_equals_the_per_run_one(task, model, spec, vocab, large, monkeypatch):
     """ModelGauge.overlaps of several runs at their own points equals ModelGauge.overlap of each run through
     the plain path (adjoint, solve, one apply per source), source by source; also where some or all groups are
-    large (LARGE_GROUP lowered: the Gram and the overlaps take their adjoint and apply, never their rows)."""
+    large (LARGE_GROUP lowered: the Gram and the overlaps take their adjoint and apply, never their rows). The
+    residual rotations, with a closed-form Gram, take that path at every size."""
     if large is not None:
         monkeypatch.setattr(operator, "LARGE_GROUP", large)
     extra = {"seq_len": 6} if task == "markov" else {}
@@ -81,7 +82,9 @@ def test_batched_whole_model_overlap_equals_the_per_run_one(task, model, spec, v
     batched = state.model_gauge.overlaps(theta, u)
     proj = state.model_gauge.gauge.projection
     n_large = sum(rows is None for rows in proj.rows())
-    assert n_large == {None: 0, 0: len(proj.T.groups)}.get(large, n_large) and (large != 3000 or 0 < n_large < len(proj.T.groups))
+    closed = sum(g.gram is not None for g in proj.T.groups)  # a closed-form Gram: through its adjoint at any size
+    assert closed < len(proj.T.groups)
+    assert n_large == {None: closed, 0: len(proj.T.groups)}.get(large, n_large) and (large != 3000 or closed < n_large < len(proj.T.groups))
     for m in range(len(cfgs)):
         alone = state.model_gauge.overlap(theta[m], u[m])
         assert list(batched) == list(alone)  # 'all' first, then the sources in the same order

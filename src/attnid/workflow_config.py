@@ -96,6 +96,11 @@ def semantic_errors(config: Mapping) -> list[str]:
     for i, t in enumerate(entries):
         if t.get("name") in TASKS and t.get("name") != t.get("task"):
             errors.append(f"config training.tasks[{i}].name: {t['name']!r} is another task kind's name")
+        for j, opt in enumerate(t.get("optimizers", [])):  # a step for a head count not swept would be silent
+            unknown = sorted(set(opt.get("lr_at_heads") or {}) - set(t.get("heads", [])), key=str)
+            if unknown:
+                errors.append(f"config training.tasks[{i}].optimizers[{j}].lr_at_heads: head counts {unknown} are "
+                              f"not in training.tasks[{i}].heads {t.get('heads', [])}")  # fmt: skip
         if t.get("task") == "text" and "corpus" not in (config.get("training") or {}):
             errors.append(f"config training.tasks[{i}]: the text task needs the section training.corpus")
         if t.get("task") == "text" and t.get("model", "own") == "own" and not (t.get("attention") or {}).get("causal"):

@@ -201,6 +201,14 @@ def optimizer_entry(section: dict, name: str) -> dict:
     raise KeyError(f"training.tasks[{section['task']}].optimizers has no optimizer named {name!r}")
 
 
+def optimizer_lr(section: dict, entry: dict, heads) -> float:
+    """The learning rate of an optimizer entry at `heads` query heads: its `lr_at_heads` value for that head
+    count where it has one (a sweep at a fixed head size grows the width with H, and plain SGD's stable step
+    with it), else `lr` (attnid.workflow_config refuses a head count the sweep does not train)."""
+    at = {int(h): float(lr) for h, lr in entry.get("lr_at_heads", {}).items()}
+    return at.get(int(heads), entry["lr"])
+
+
 def kv_heads(heads: int, kv_ratio: int) -> int:
     """Key/value groups of `heads` query heads at `kv_ratio` query heads per group (MHA where it does not divide)."""
     return heads // kv_ratio if kv_ratio > 1 and heads % kv_ratio == 0 else heads
@@ -270,7 +278,7 @@ def run_config(
     return RunConfig(
         task=section["task"], attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance,
         device=device,
-        algorithm=opt["algorithm"], lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0),
+        algorithm=opt["algorithm"], lr=optimizer_lr(section, opt, heads), weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
         corpus=corpus if section["task"] == "text" else "", name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
     )  # fmt: skip
