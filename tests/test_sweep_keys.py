@@ -6,7 +6,7 @@ import copy
 import pytest
 import yaml
 
-from attnid.training.runs import attention_spec, jobs, run_config, runs
+from attnid.training.runs import attention_spec, job_cost, jobs, run_config, runs
 from attnid.workflow_config import semantic_errors
 
 RECALL = {
@@ -99,6 +99,19 @@ def test_an_optimizer_may_take_its_own_learning_rate_at_some_head_counts():
     assert semantic_errors({"training": training}) == [
         "config training.tasks[0].optimizers[0].lr_at_heads: head counts [8] are not in training.tasks[0].heads [1, 2, 4]"
     ]
+
+
+def test_job_cost_orders_jobs_by_width_runs_and_steps():
+    """The scheduling estimate: a wider job (fixed head size, more heads), more seeds or more steps cost more;
+    at a fixed width the head count does not change the weights' work."""
+    training = _training(RECALL, _fixed_head(heads=(1, 2, 4)))
+    wide = [job_cost(training, "recall_fixed_head", "own", h) for h in (1, 2, 4)]
+    assert wide[0] < wide[1] < wide[2] and wide[2] / wide[1] > 3  # d^2 grows 4x, the vocab's table 2x
+    assert job_cost(training, "recall", "own", 1) == job_cost(training, "recall", "own", 2)
+    longer = _training(RECALL | {"steps": 6})
+    assert job_cost(longer, "recall", "own", 1) == 2 * job_cost(training, "recall", "own", 1)
+    more = training | {"seeds": [0, 1, 2]}
+    assert job_cost(more, "recall", "own", 1) == 3 * job_cost(training, "recall", "own", 1)
 
 
 def test_a_sweep_may_set_its_own_measurement_cadence():

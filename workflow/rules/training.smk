@@ -24,6 +24,7 @@ rule train_job:
     conda:
         CONDA_ENV
     threads: 1  # small batched models: torch uses exactly this many threads
+    priority: train_job_priority
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
     params:

@@ -1,6 +1,6 @@
 # Helpers of workflow/rules/training.smk (kept apart: snakemake --lint wants rules and functions
 # in separate files). The job and run lists come from attnid.training.runs (torch-free).
-from attnid.training.runs import job_params, jobs, task_section
+from attnid.training.runs import job_cost, job_params, jobs, task_section
 
 TRAINING = config["training"]
 TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
@@ -9,6 +9,13 @@ TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
 def train_job_params(wildcards):
     """The part of `training:` that defines this job (editing another job's settings reruns only that one)."""
     return job_params(TRAINING, wildcards.task, wildcards.model, int(wildcards.heads))
+
+
+def train_job_priority(wildcards):
+    """The job's rank by estimated work (attnid.training.runs.job_cost), largest first: Snakemake starts the
+    ready job of highest priority, so the longest training job runs beside the others, not after them."""
+    costs = sorted(job_cost(TRAINING, **job) for job in jobs(TRAINING))
+    return costs.index(job_cost(TRAINING, wildcards.task, wildcards.model, int(wildcards.heads))) + 1
 
 
 def train_job_corpus(wildcards):

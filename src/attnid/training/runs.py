@@ -256,6 +256,21 @@ def runs(training: dict, task: str | None = None, model: str | None = None, head
     return out
 
 
+def job_cost(training: dict, task: str, model: str = "own", heads=1) -> float:
+    """A job's matrix-product work in FLOPs, roughly: 6 x (its runs x steps x tokens a batch) x (the weights a
+    token meets: n_layers (4 + 3 mlp_ratio) d^2 and the vocab's table). For ordering jobs only (the workflow
+    starts the longest first, so the widest job does not start last and run alone); nothing reads it as a
+    measurement (benchmarks/sweep.py has the measured floor)."""
+    section = task_section(training, task, model)
+    d = attention_spec(section, heads).d_model
+    tokens = section.get("batch", 1) * section.get("seq_len", 2 * section.get("pairs", 1) + 2)
+    vocab = section.get("vocab") or (training.get("corpus") or {}).get("vocab_size", 0)  # a table of vocab x d
+    if section["task"] == "teacher_student":  # vectors in and out, no table
+        vocab = 0
+    weights = section.get("n_layers", 1) * (4 + 3 * section.get("mlp_ratio", 0)) * d * d + vocab * d
+    return 6.0 * len(runs(training, task, model, heads)) * section["steps"] * tokens * weights
+
+
 def job_params(training: dict, task: str, model: str = "own", heads=None) -> dict:
     """The part of `training:` that defines one job's runs (editing another job's settings reruns only that job)."""
     section = dict(task_section(training, task, model))
