@@ -1,9 +1,10 @@
 # Helpers of workflow/rules/training.smk (kept apart: snakemake --lint wants rules and functions
 # in separate files). The job and run lists come from attnid.training.runs (torch-free).
-from attnid.training.runs import job_cost, job_params, jobs, task_section
+from attnid.training.runs import job_params, job_priorities, jobs, task_section
 
 TRAINING = config["training"]
 TRAIN_JOB = f"{RESULTS}/training/jobs/{{task}}/{{model}}/h{{heads}}"
+TRAIN_PRIORITY = job_priorities(TRAINING)
 
 
 def train_job_params(wildcards):
@@ -12,10 +13,9 @@ def train_job_params(wildcards):
 
 
 def train_job_priority(wildcards):
-    """The job's rank by estimated work (attnid.training.runs.job_cost), largest first: Snakemake starts the
-    ready job of highest priority, so the longest training job runs beside the others, not after them."""
-    costs = sorted(job_cost(TRAINING, **job) for job in jobs(TRAINING))
-    return costs.index(job_cost(TRAINING, wildcards.task, wildcards.model, int(wildcards.heads))) + 1
+    """The job's rank by estimated work (attnid.training.runs.job_priorities): Snakemake starts the ready job
+    of highest priority, so the longest training job runs beside the others, not after them."""
+    return TRAIN_PRIORITY[(wildcards.task, wildcards.model, int(wildcards.heads))]
 
 
 def train_job_corpus(wildcards):

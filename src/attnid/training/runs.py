@@ -201,7 +201,7 @@ def optimizer_entry(section: dict, name: str) -> dict:
     raise KeyError(f"training.tasks[{section['task']}].optimizers has no optimizer named {name!r}")
 
 
-def optimizer_lr(section: dict, entry: dict, heads) -> float:
+def optimizer_lr(entry: dict, heads) -> float:
     """The learning rate of an optimizer entry at `heads` query heads: its `lr_at_heads` value for that head
     count where it has one (a sweep at a fixed head size grows the width with H, and plain SGD's stable step
     with it), else `lr` (attnid.workflow_config refuses a head count the sweep does not train)."""
@@ -271,6 +271,14 @@ def job_cost(training: dict, task: str, model: str = "own", heads=1) -> float:
     return 6.0 * len(runs(training, task, model, heads)) * section["steps"] * tokens * weights
 
 
+def job_priorities(training: dict) -> dict[tuple, int]:
+    """{(task, model, heads): rank} of every job by :func:`job_cost`, 1 the cheapest (equal costs, equal ranks):
+    the workflow's priorities, so the longest job starts first."""
+    costs = {(j["task"], j["model"], j["heads"]): job_cost(training, **j) for j in jobs(training)}
+    order = sorted(set(costs.values()))
+    return {key: order.index(cost) + 1 for key, cost in costs.items()}
+
+
 def job_params(training: dict, task: str, model: str = "own", heads=None) -> dict:
     """The part of `training:` that defines one job's runs (editing another job's settings reruns only that job)."""
     section = dict(task_section(training, task, model))
@@ -293,7 +301,7 @@ def run_config(
     return RunConfig(
         task=section["task"], attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance,
         device=device,
-        algorithm=opt["algorithm"], lr=optimizer_lr(section, opt, heads), weight_decay=opt.get("weight_decay", 0.0),
+        algorithm=opt["algorithm"], lr=optimizer_lr(opt, heads), weight_decay=opt.get("weight_decay", 0.0),
         momentum=opt.get("momentum", 0.9), beta1=opt.get("beta1", 0.9), beta2=opt.get("beta2", 0.999),
         corpus=corpus if section["task"] == "text" else "", name=f"{task}/{model}/{optimizer}/{rebalance}/h{heads}/s{seed}", **fields,
     )  # fmt: skip
