@@ -24,9 +24,10 @@ from attnid import symmetry
 from attnid.layout import Layout
 from attnid.spec import AttentionSpec
 from attnid.training import analysis
-from attnid.training.batched import gauge_overlap, train_batched
+from attnid.training.batched import train_batched
 from attnid.training.loop import train
 from attnid.training.optim import symmetry_blocks
+from attnid.training.overlap import gauge_overlap
 from attnid.training.runs import METRIC_COLUMNS, job_params, jobs, run_config, runs
 from attnid.training.sweep import sanity_checks
 

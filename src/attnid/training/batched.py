@@ -26,12 +26,7 @@ projector of every run and the conserved quantities, and on the measured steps t
 projector: the costliest measurement of a step). Nothing waits for the host inside the loop.
 
 Measured per (run, measured step, layer): attnid.training.runs.METRIC_COLUMNS (attnid.training.metrics says
-what each is), where
-    overlap_gauge the gauge-invariant overlap: theta_t moved to the balanced point of its orbit,
-                  theta_b = g theta_t (g a group element), the update carried along, u_b = g u_t
-                  (the action is linear), and the overlap of u_b with T at theta_b. Any other point
-                  h theta_t of the orbit with its update h u_t gives the same number (balancing
-                  h theta_t reaches theta_b up to an orthogonal map, which keeps norms and overlaps).
+what each is; the gauge-invariant overlap is attnid.training.overlap's).
 """
 
 from __future__ import annotations
@@ -49,12 +44,14 @@ from ..device import resolve_device
 from ..layout import Layout
 from .determinism import deterministic
 from .gauges import model_gauge
+from .data import Data
 from .metrics import Measurements, chance_levels
 from .nets import Net, make_task
 from .optim import Optimizer, shared_blocks
+from .overlap import gauge_overlap, stacked_projector
 from .runs import METRIC_COLUMNS, RunConfig, measured_steps
 from .sweep import plateau_change, summarize_run
-from .tasks import STREAM_EVAL, STREAM_PROBE, TeacherStudent
+from .tasks import STREAM_EVAL, STREAM_PROBE
 
 COLUMNS = METRIC_COLUMNS[2:]  # the measurements kept per (run, measured step, layer)
 # what a step measures, NaN once the run diverged (the rest: held-out evaluation)
@@ -93,62 +90,6 @@ def _check_batchable(cfgs: list[RunConfig]) -> None:
         values = {repr(getattr(c, f)) for c in cfgs}
         if len(values) > 1:
             raise ValueError(f"runs batched together must share {f!r}; got {sorted(values)}")
-
-
-class Data:
-    """The runs' tasks, deduplicated by seed (runs with one seed share their data stream).
-
-    Teacher-student targets are computed for all seeds at once (the teachers stacked, vmapped), with each
-    seed's label noise added, for the next `ahead` training batches at once (each seed's stream drawn in its
-    own order, so every batch is the one it draws alone; the teacher's outputs of a sequence do not depend on
-    the sequences computed with it).
-    """
-
-    def __init__(self, tasks: list, seeds: list[int]):
-        first = {s: i for i, s in reversed(list(enumerate(seeds)))}
-        self.unique = sorted(first.values())  # one task per distinct seed
-        self.index = torch.tensor([self.unique.index(first[s]) for s in seeds])  # run -> its seed's slot
-        self.tasks = [tasks[i] for i in self.unique]
-        self.regression = isinstance(self.tasks[0], TeacherStudent)
-        if self.regression:
-            from ..attention import attention
-
-            spec, layout = self.tasks[0].spec, self.tasks[0].teacher.layout
-            self.teachers = torch.stack([t.teacher.theta.detach() for t in self.tasks])  # (U, P)
-            self.noise = torch.tensor([t.noise_std for t in self.tasks], dtype=self.teachers.dtype)
-            self.teacher = vmap(lambda theta, x: attention(theta, x, spec, layout))
-        self._queue = []  # teacher-student training batches drawn ahead: [(x, y) (M, B, ...)]
-
-    def _regression(self, draws: list) -> tuple[torch.Tensor, torch.Tensor]:
-        """draws: per seed, a list of (x, eps) (B, T, d) batches -> (x, y) (steps, M, B, T, d)."""
-        steps = len(draws[0])
-        x = torch.stack([torch.cat([x for x, _ in seed]) for seed in draws])  # (U, steps B, T, d)
-        with torch.no_grad():
-            y = self.teacher(self.teachers, x)
-        if draws[0][0][1] is not None:
-            eps = torch.stack([torch.cat([e for _, e in seed]) for seed in draws])
-            y = y + self.noise.to(y).reshape(-1, 1, 1, 1) * eps
-        lead = (x.shape[0], steps, -1)
-        x, y = x.reshape(*lead, *x.shape[2:]).transpose(0, 1), y.reshape(*lead, *y.shape[2:]).transpose(0, 1)
-        return x[:, self.index], y[:, self.index]  # (steps, M, B, ...)
-
-    def train(self, batch: int, ahead: int = 1):
-        """The next training batch of every run, (inputs, targets) (M, B, ...); teacher-student draws `ahead`
-        batches when none is left (the class docstring)."""
-        if self.regression:
-            if not self._queue:
-                x, y = self._regression([[t.draw(batch) for _ in range(ahead)] for t in self.tasks])
-                self._queue = list(zip(x.unbind(), y.unbind()))[::-1]
-            return self._queue.pop()
-        batches = [t.train_batch(batch) for t in self.tasks]
-        return torch.stack([b.inputs for b in batches])[self.index], torch.stack([b.targets for b in batches])[self.index]
-
-    def fixed(self, batch: int, stream: int):
-        if self.regression:
-            x, y = self._regression([[t.draw(batch, stream)] for t in self.tasks])
-            return x[0], y[0]
-        batches = [t.fixed_batch(batch, stream) for t in self.tasks]
-        return torch.stack([b.inputs for b in batches])[self.index], torch.stack([b.targets for b in batches])[self.index]
 
 
 class BatchedRuns:
@@ -404,46 +345,3 @@ def _as_slice(idx: torch.Tensor) -> torch.Tensor | slice:
 def overlap_gauge_steps(measured: list[int], steps: int, every: int) -> set[int]:
     """The measured steps that take the gauge-invariant overlap: multiples of `every` and the last step."""
     return {t for t in measured if t % every == 0 or t == steps - 1}
-
-
-def stacked_projector(spec, theta: torch.Tensor):
-    """u (M, P) -> P_T u at the stacked points theta (M, P), set up once for all of them."""
-    if not len(theta):
-        return lambda u: u.clone()
-    return symmetry.Projector(spec, theta)
-
-
-def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Overlap of u at theta after both are moved to the balanced point of the orbit; (M,) for (M, P).
-
-    The group element is read off the stacked query-key and value-output matrices by least squares,
-    M = Q^+ Q_b and N = V^+ V_b per group (exact when Q and V have full column rank, the generic case
-    for head sizes up to d_model).
-    """
-    (Q, V), (Qb, Vb) = _stacks(spec, theta), _stacks(spec, symmetry.balance(spec, theta))
-    M = torch.linalg.lstsq(Q, Qb).solution  # (M, G, k, k)
-    N = torch.linalg.lstsq(V, Vb).solution  # (M, G, v, v)
-    # A point whose stacked Q or V has lost column rank (training can drive a square W_Q there; measured at
-    # teacher-student H = 1) has no invertible group element to its balanced point: its overlap there is not
-    # defined (NaN), the other runs are measured.
-    ok = _full_column_rank(Q) & _full_column_rank(V)
-    out = torch.full((theta.shape[0],), math.nan, dtype=torch.float64, device=theta.device)
-    if ok.any():
-        theta_b = symmetry.act(spec, theta[ok], M[ok], N[ok])
-        u_b = symmetry.act(spec, u[ok], M[ok], N[ok])
-        out[ok] = (stacked_projector(spec, theta_b)(u_b).norm(dim=-1) / u_b.norm(dim=-1)).to(torch.float64)
-    return out
-
-
-def _full_column_rank(X: torch.Tensor) -> torch.Tensor:
-    """(M,) whether every group's stacked matrix X (M, G, m, n) has rank n (attnid.symmetry's SVD tolerance)."""
-    if X.shape[-2] < X.shape[-1]:
-        return torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
-    s = torch.linalg.svdvals(X)  # (M, G, n)
-    return symmetry.nonzero_singular(s, max(X.shape[-2:])).flatten(1).all(1)
-
-
-def _stacks(spec, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stacked query and value matrices Q (M, G, r m_q, k), V (M, G, d + [b_V], v) in float64."""
-    w = Layout(spec).unflatten(theta.to(symmetry.COMPUTE_DTYPE))
-    return symmetry.qk_stack(spec, w)[0], symmetry.vo_stack(spec, w)[0]

@@ -5,7 +5,8 @@ r"""Every whole-model counting rule as generators at a point: one module per fam
     attention                                       .attention (per block: GL, RoPE commutant, GQA, biases,
                                                     q/k norms, latent attention)
     norm_gain, norm_bias, centring_readers/_writers .norms
-    residual_rotations, residual_scale, embeddings,
+    residual_rotations                              .rotations
+    residual_scale, embeddings,
     parallel_constants, constant_offsets,
     head_bias_constants, unread_positions           .stream
     mlp_hidden, moe_hidden_units, moe_router        .mlp
@@ -32,13 +33,13 @@ from .attention import AttentionBlock
 from .mlp import hidden_units, router_shift
 from .norms import centring_readers, centring_writers, norm_bias, norm_gain
 from .post_ln import post_ln_groups, tied_shift
+from .rotations import rotation_group
 from .stream import (
     centred_writers,
     constant_offsets,
     parallel_constants,
     position_shift,
     raw_head_bias,
-    rotation_group,
     scale_groups,
     unread_positions,
 )

@@ -1,5 +1,5 @@
 r"""Generators of one block's attention inside a model (source `attention`; counted by
-`attnid.model.counting.attention`).
+`attnid.model.counting.attention`); latent attention (DeepSeek) is `.latent`.
 
 Per KV group g of a plain layer (stacks of `attnid.symmetry.stacks`):
 
@@ -19,11 +19,6 @@ the per-dimension trade between the query and key gains survives, s constant on 
 dgain_Q = gain_Q s, dgain_K = -gain_K s (u + p/2), plus the scale of each query head and each key group,
 exact for eps = 0 and weakly identified for eps > 0. Across heads (`rms_all`): per group, and two scales.
 
-Latent attention (DeepSeek, `attnid.counting_variants`): per head gl(u) on the nope query/key, one C^* per
-plane of the shared RoPE key (all heads' rope query columns against W_KR), gl(v) per head on (W_UV, W_O),
-and per latent of rank r its orthogonal group and gains, O(r) x R^r: dW_D = W_D X (X skew),
-dW_U = -D^-1 X D W_U, dgain = gain s, dW_U = -diag(s) W_U; the down-projection's scale is weak for eps > 0.
-
 Not written here (NotImplementedError, so a caller falls back or refuses): the product-kernel directions
 of heads wider than what a factor reads (u > d + [b], v > d), q/k LayerNorms, keys or values seen through
 sinks or softcapping beyond their kernels.
@@ -37,6 +32,7 @@ from ...spec import AttentionSpec
 from ...symmetry import commutant_basis
 from ..group import Group, outer_input
 from ..point import DTYPE, Point, rows_update
+from .latent import latent_groups
 
 
 def _conj_basis(a: AttentionSpec) -> torch.Tensor:
@@ -85,7 +81,7 @@ class AttentionBlock:
     def groups(self) -> list[Group]:
         a = self.a
         if a.kv_lora_rank:
-            return self.latent_groups()
+            return latent_groups(self)
         if a.qk_norm not in ("none", "rms_head", "rms_all"):
             raise NotImplementedError(f"q/k norm {a.qk_norm!r} generators")
         if a.sub_norm:
@@ -297,110 +293,3 @@ class AttentionBlock:
         blocks = ((self.name("b_V"),) if own else (self.name("W_V"),)) + ((self.sink,) if self.sink else ())
         blocks += (self.ones_sink,) if self.sink is None and self.ones_sink else ()
         return Group("attention", self.prefix + "value_bias", n, fn, blocks)
-
-    # latent attention ---------------------------------------------------------------------------------
-    def latent_groups(self) -> list[Group]:
-        a, H = self.a, self.a.n_heads
-        k, p, v = a.d_head_qk, a.rope_dims, a.d_head_v
-        u = k - p
-        qname = "W_UQ" if a.q_lora_rank else "W_Q"
-        WQ, WUK, WUV, WO, WKR = (self.W(b) for b in (qname, "W_UK", "W_UV", "W_O", "W_KR"))
-        groups = []
-
-        def nope(c):  # (..., H u u)
-            X = c.unflatten(-1, (H, u, u))
-            dq = torch.zeros(*c.shape[:-1], *WQ.shape, dtype=DTYPE)
-            dq[..., :u] = WQ[..., :u] @ X
-            return {self.name(qname): dq, self.name("W_UK"): -(WUK @ X.mT)}
-
-        def nope_act(w, c):
-            X = c.unflatten(-1, (H, u, u))
-            q = w[self.name(qname)]
-            return {self.name(qname): torch.cat((q[..., :u] @ torch.linalg.matrix_exp(X), q[..., u:]), -1),
-                    self.name("W_UK"): w[self.name("W_UK")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
-
-        groups.append(Group("attention", self.prefix + "query_key", H * u * u, nope, (self.name(qname), self.name("W_UK")),
-                            meta={"action": nope_act}))  # fmt: skip
-        if p:
-            planes = commutant_basis(AttentionSpec(d_model=2, n_heads=1, d_head_qk=p, rope_dims=p))  # (p, p, p)
-
-            def rope(c):  # (..., p)
-                M = torch.einsum("...m,mij->...ij", c, planes)  # (..., p, p)
-                dq = torch.zeros(*c.shape[:-1], *WQ.shape, dtype=DTYPE)
-                dq[..., u:] = WQ[..., u:] @ M[..., None, :, :]
-                return {self.name(qname): dq, self.name("W_KR"): -(WKR @ M.mT)}
-
-            def rope_act(w, c):
-                X = torch.einsum("m,mij->ij", c, planes)
-                q = w[self.name(qname)]
-                return {self.name(qname): torch.cat((q[..., :u], q[..., u:] @ torch.linalg.matrix_exp(X)), -1),
-                        self.name("W_KR"): w[self.name("W_KR")] @ torch.linalg.matrix_exp(-X.mT)}  # fmt: skip
-
-            groups.append(Group("attention", self.prefix + "rope_key", p, rope, (self.name(qname), self.name("W_KR")),
-                                meta={"action": rope_act}))  # fmt: skip
-
-        def vo(c):
-            N = c.unflatten(-1, (H, v, v))
-            return {self.name("W_UV"): WUV @ N, self.name("W_O"): -(N @ WO)}
-
-        def vo_act(w, c):
-            Y = c.unflatten(-1, (H, v, v))
-            return {self.name("W_UV"): w[self.name("W_UV")] @ torch.linalg.matrix_exp(Y),
-                    self.name("W_O"): torch.linalg.matrix_exp(-Y) @ w[self.name("W_O")]}  # fmt: skip
-
-        groups.append(Group("attention", self.prefix + "value_output", H * v * v, vo, (self.name("W_UV"), self.name("W_O")),
-                            meta={"action": vo_act}))  # fmt: skip
-        latents = [("W_DKV", "gain_DKV", ("W_UK", "W_UV"), a.kv_lora_rank)]
-        if a.q_lora_rank:
-            latents.append(("W_DQ", "gain_DQ", ("W_UQ",), a.q_lora_rank))
-        for down, gain, ups, r in latents:
-            groups += self.latent(down, gain, ups, r)
-        return groups
-
-    def latent(self, down: str, gain: str, ups: tuple, r: int) -> list[Group]:
-        """O(r) and the gains of one latent (module docstring), and its down-projection's scale."""
-        WD, g = self.W(down), self.W(gain)
-        Ups = {b: self.W(b) for b in ups}  # (H, r, .)
-        iu = torch.triu_indices(r, r, 1)
-        tag = down[2:].lower()
-
-        def rot(c):  # (..., r (r - 1) / 2): X skew
-            X = torch.zeros(*c.shape[:-1], r, r, dtype=DTYPE)
-            X[..., iu[0], iu[1]] = c
-            X = X - X.mT
-            L = -(X * g) / g[:, None]  # -D^-1 X D
-            out = {self.name(down): WD @ X}
-            for b, t in Ups.items():
-                out[self.name(b)] = L[..., None, :, :] @ t
-            return out
-
-        def gains(c):  # (..., r)
-            out = {self.name(gain): g * c}
-            for b, t in Ups.items():
-                out[self.name(b)] = -(t * c[..., None, :, None])
-            return out
-
-        def gains_act(w, c):
-            out = {self.name(gain): w[self.name(gain)] * c.exp()}
-            for b in Ups:
-                out[self.name(b)] = w[self.name(b)] * (-c).exp()[None, :, None]
-            return out
-
-        blocks = (self.name(down),) + tuple(self.name(b) for b in ups)
-        out = [
-            Group("attention", f"{self.prefix}latent_{tag}_rotations", r * (r - 1) // 2, rot, blocks),
-            Group("attention", f"{self.prefix}latent_{tag}_gains", r, gains, (self.name(gain),) + blocks[1:],
-                  meta={"action": gains_act}),
-        ]  # fmt: skip
-
-        def scale(c):
-            return {self.name(down): c[..., :1, None] * WD}
-
-        out.append(
-            Group(
-                "attention", f"{self.prefix}latent_{tag}_scale", 1, scale, (self.name(down),),
-                weak=self.a.norm_eps > 0, meta={"latent": down},
-            )
-        )  # fmt: skip
-        return [x for x in out if x.n]
-

@@ -1,30 +1,21 @@
-r"""Generators of the residual stream of a pre-LN model (sources `residual_rotations`, `residual_scale`,
-`parallel_constants`, `constant_offsets`, `embeddings`, `unread_positions`; counted by
-`attnid.model.counting.residual` and `.embeddings`).
+r"""Generators of the residual stream of a pre-LN model, its rotations aside (sources `residual_scale`,
+`parallel_constants`, `constant_offsets`, `head_bias_constants`, `embeddings`, `unread_positions`; counted by
+`attnid.model.counting.residual`, `.raw_head` and `.embeddings`; the rotations are `.rotations`).
 
-The stream h -> h (I + Xi): every writer X -> X (I + Xi); a norm reading the stream sees only its centred,
-normalised part, which moves by the rotation A of Xi (A antisymmetric; on 1^perp after a LayerNorm, A 1 = 0),
-so every map reading a norm takes D^-1 A^T D (D = diag(g)) and the norm's beta moves to beta D^-1 A D:
-
-    rotations  dX = X A (writers), dW = -D^-1 A D W (readers of every norm), dbeta = beta D^-1 A D,
-               and, with no final norm, the unembedding reading the raw stream dU = -Xi U; without a final
-               LayerNorm Xi also shears the stream along 1: Xi = q 1^T / sqrt(d) (q in 1^perp) and 1 1^T / d
     scale      every writer dX = X: the norms are scale invariant (weakly identified for eps > 0); with no
                final norm the unembedding takes dU = -U; a tied head E^T takes the final norm's gain (and beta)
                dg = -g; sublayer output norms make their input's scale free too (dW_O = W_O, dW_down = W_down)
-
-The basis of A is e_a e_b^T - e_b e_a^T (a < b), conjugated by an orthonormal basis Q of 1^perp after a
-LayerNorm (A = Q E Q^T).
+    constants  a constant written into the stream (b_O, a down bias, a value bias whose constant is 1) trades
+               with another writer's, with a shift of E or the positions along 1, or with a head bias
+    positions  learned positions and untied E enter only through their sum; rows beyond seq_len are unread
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ...model.counting.residual import Stream
-from ..group import Group, along_input, along_output
+from ..group import Group
 from ..point import DTYPE, Point, rows_update
 
 
@@ -55,143 +46,6 @@ def centred_writers(point: Point) -> list[str]:
     for i in range(spec.n_layers):
         out += point.block_writers(i)
     return out
-
-
-def _antisym_basis(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.triu_indices(n, n, 1)
-
-
-def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
-    """The stream's rotations (and, raw head after LayerNorms, its shear): module docstring."""
-    spec, d = point.spec, point.d
-    if spec.tied and spec.final_norm or spec.output_norms or spec.embedding_norm:
-        return None
-    ln = point.layernorm
-    m = d - 1 if ln else d
-    Q = ones_complement(d) if ln else torch.eye(d, dtype=DTYPE)
-    iu = _antisym_basis(m)
-    n_rot = m * (m - 1) // 2
-    raw = not spec.final_norm and not spec.tied  # the unembedding reads the raw stream
-    shear = raw and ln  # Xi also shears the stream along 1 (d more)
-    n = n_rot + (d if shear else 0)
-    writers = stream_writers(point)
-    head = "unembed" if raw else None
-    ones = torch.ones(d, dtype=DTYPE) / math.sqrt(d)
-
-    def fn(c):
-        lead = c.shape[:-1]
-        B = torch.zeros(*lead, m, m, dtype=DTYPE)
-        B[..., iu[0], iu[1]] = c[..., :n_rot]
-        B = B - B.mT
-        A = Q @ B @ Q.mT  # (..., d, d)
-        Xi = A
-        if shear:  # q_j 1^T / sqrt(d) for the columns q_j of Q, and 1 1^T / d
-            v = c[..., n_rot : n_rot + d - 1] @ Q.mT  # (..., d)
-            Xi = A + v[..., :, None] * ones + c[..., -1:, None] * (ones[:, None] * ones)
-        out = {}
-        for name in writers:
-            out[name] = rows_update(point, name, along_output(point.writer_rows(name), Xi))
-        for norm, rs in readers.items():
-            g = point.gain(norm)
-            L = -(A * g) / g[:, None]  # -D^-1 A D
-            for r in rs:
-                out[r.weight] = out.get(r.weight, 0) + along_input(point.w[r.weight], L, r.axis)
-            beta = point.beta(norm)
-            if beta is not None:
-                out[f"{norm}.bias"] = (beta @ ((A * g) / g[:, None]))
-        if head:
-            out[head] = along_input(point.w[head], -Xi, 0)
-        return out
-
-    blocks = tuple(writers) + tuple(r.weight for rs in readers.values() for r in rs)
-    blocks += tuple(f"{n}.bias" for n in readers if point.beta(n) is not None) + ((head,) if head else ())
-
-    def gram() -> torch.Tensor:
-        """Its Gram in closed form: every block's tangent is L A R-shaped, so <t_A, t_A'> = sum tr(A^T L A' R)."""
-        terms = []  # (L, R) (d, d) pairs
-        S = sum(point.writer_rows(w).mT @ point.writer_rows(w) for w in writers)  # writers: tr(A^T S A')
-        if head:
-            U = point.w[head]
-            terms.append((torch.eye(d, dtype=DTYPE), U @ U.mT))
-        terms.append((S, torch.eye(d, dtype=DTYPE)))
-        for norm, rs in readers.items():
-            g = point.gain(norm)
-            M = sum(_input_gram(point.w[r.weight], r.axis) for r in rs)  # sum W W^T over the input axis
-            terms.append((torch.diag(g**-2), g[:, None] * M * g))
-            beta = point.beta(norm)
-            if beta is not None:
-                b = beta / g
-                terms.append((b[:, None] * b, torch.diag(g**2)))
-        return _skew_gram(terms, Q, iu)
-
-    def act(w, c):  # R = exp(A): writers X R, readers D^-1 R^T D W, beta D^-1 R D, the raw head R^T U
-        B = c.new_zeros(m, m).index_put((iu[0], iu[1]), c)
-        R = torch.linalg.matrix_exp(Q @ (B - B.mT) @ Q.mT)
-        out = {}
-        for name in writers:
-            X = w[name]
-            rows = point.writer_rows(name).shape[0]
-            flat = X.reshape(-1, d)
-            out[name] = torch.cat((flat[:rows] @ R, flat[rows:])).reshape(X.shape)
-        for norm, rs in readers.items():
-            gw = w[f"{norm}.gain"]
-            g = 1.0 + gw if point.spec.gemma_gain else gw
-            for r in rs:
-                out[r.weight] = along_input(w[r.weight], R.mT * g / g[:, None], r.axis)
-            if f"{norm}.bias" in w and point.beta(norm) is not None:
-                out[f"{norm}.bias"] = w[f"{norm}.bias"] @ (R * g / g[:, None])
-        if head:
-            out[head] = R.mT @ w[head]
-        return out
-
-    def adjoint(v):  # <A, M>, M = sum X^T V_X - D^-1 (V_W W^T) D + D^-1 beta^T v_beta D - V_U U^T; skew part in Q
-        some = next(iter(v.values()))
-        mm = some.shape[0]
-        M = torch.zeros(mm, d, d, dtype=DTYPE)
-        for name in writers:
-            if name in v:
-                rows = point.writer_rows(name)
-                M = M + rows.mT @ v[name].reshape(mm, -1, d)[:, : rows.shape[0]]
-        for norm, rs in readers.items():
-            g = point.gain(norm)
-            part = torch.zeros(mm, d, d, dtype=DTYPE)
-            for r in rs:
-                if r.weight in v:
-                    W = point.w[r.weight].movedim(r.axis, 0).reshape(d, -1)
-                    part = part - v[r.weight].movedim(r.axis + 1, 1).reshape(mm, d, -1) @ W.mT
-            beta = point.beta(norm)
-            if beta is not None and f"{norm}.bias" in v:
-                part = part + beta[:, None] * v[f"{norm}.bias"][:, None, :]
-            M = M + part * g / g[:, None]
-        if head and head in v:
-            M = M - v[head] @ point.w[head].mT
-        Mq = Q.mT @ M @ Q
-        return Mq[:, iu[0], iu[1]] - Mq[:, iu[1], iu[0]]
-
-    meta = {"Q": Q, "writers": writers, "readers": readers, "head": head}
-    if not shear:
-        meta["action"], meta["adjoint"] = act, adjoint
-    return Group("residual_rotations", "stream.rotations", n, fn, tuple(dict.fromkeys(blocks)),
-                 gram=None if shear else gram, meta=meta)  # fmt: skip
-
-
-def _input_gram(W: torch.Tensor, axis: int) -> torch.Tensor:
-    """W W^T contracted over every axis but the input one: (d, d)."""
-    Wm = W.movedim(axis, 0).reshape(W.shape[axis], -1)
-    return Wm @ Wm.mT
-
-
-def _skew_gram(terms, Q: torch.Tensor, iu) -> torch.Tensor:
-    """K[(a,b),(c,d)] = sum over (L, R) of tr(E_ab^T L' E_cd R'), L' = Q^T L Q, R' = Q^T R Q, E_ab = e_a e_b^T - e_b e_a^T:
-    with K4 = sum_t L'_t (x) R'_t (Kronecker, one product of (m^2, t) by (t, m^2)), K4[ab, cd] - K4[ab, dc] -
-    K4[ba, cd] + K4[ba, dc] (L, R symmetric)."""
-    a, b = iu
-    Ls = torch.stack([(Q.mT @ L @ Q).reshape(-1) for L, _ in terms])  # (t, m^2): index a m + c
-    Rs = torch.stack([(Q.mT @ R @ Q).reshape(-1) for _, R in terms])  # index b m + d
-    m = Q.shape[1]
-    K4 = (Ls.mT @ Rs).reshape(m, m, m, m).permute(0, 2, 1, 3).reshape(m * m, m * m)  # [(a, b), (c, d)]
-    ab, ba = a * m + b, b * m + a
-    return K4[ab][:, ab] - K4[ab][:, ba] - K4[ba][:, ab] + K4[ba][:, ba]
 
 
 def scale_groups(point: Point, stream: Stream) -> list[Group]:
