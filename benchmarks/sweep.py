@@ -166,7 +166,7 @@ def step_matmuls(cfg) -> dict:
     per seed and step), 'eval': one held-out forward pass of `batch` sequences}."""
     import torch
 
-    from attnid.training.loop import build
+    from attnid.training.nets import build
 
     task, net, theta = build(cfg)
     shapes = {}

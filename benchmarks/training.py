@@ -7,21 +7,21 @@ The runs: one cell of the preset (task, optimizer, head count) with every seed a
 of the preset, at the preset's sizes and steps (attnid.training.runs). Two ways to train them, each
 in fresh Python processes as a workflow job would be (imports and start-up included):
 
-  one run per job   a process per run trains it with the reference loop (attnid.training.loop,
-                    torch.optim); timed on `--per-job` of the runs, extrapolated to all of them
+  one run per job   a process per run trains it alone (the trainer's single-run case,
+                    attnid.training.batched); timed on `--per-job` of the runs, extrapolated to all of them
   batched           one process trains all the runs as one batched model (attnid.training.batched)
 
 Times are the CPU seconds of the child processes (resource.getrusage), which a busy shared machine
 inflates far less than wall time; wall seconds are printed too. Also printed: the same two in
 process (no start-up), so the two sources of the speed-up (start-up per job, batching) are apart.
-The batched trainer measures more per step than the loop (the gauge-invariant overlap, the size of
-the conserved quantities); `--no-gauge` drops the gauge overlap for a like-for-like comparison.
+Both measure the same per step; `--no-gauge` drops the gauge-invariant overlap (the costliest
+measurement) from both.
 
     python benchmarks/training.py --precision [--steps 200] [--configfile ...] [--task ...] [--optimizer ...] [--heads ...]
 
 trains the same cell (every seed and rebalancing mode, batched, in this process, one thread) in float64
 and in float32, paired (a float32 run starts from the float64 run's parameters and data, rounded:
-attnid.training.loop.build), and prints for every reported summary quantity and rebalancing mode the
+attnid.training.nets.build), and prints for every reported summary quantity and rebalancing mode the
 float64 mean with its 95% t-interval over seeds, the float32 mean, whether it lies inside the interval,
 and the largest paired difference over seeds; quantities at rounding are printed against float32's
 unit roundoff u = 2^-24. `--out` writes the table as CSV.
@@ -50,13 +50,13 @@ from attnid.training.runs import job_params, run_config, runs
 training = json.loads(sys.argv[1]); keys = json.loads(sys.argv[2]); mode = sys.argv[3]
 cfgs = [run_config(job_params(training, k["task"], k["optimizer"]), "cpu", **k) for k in keys]
 start = time.process_time()
-if mode == "loop":
-    from attnid.training.loop import train
+from attnid.training.batched import train_batched
+gauge = not mode.endswith("no_gauge")
+if mode.startswith("alone"):
     for cfg in cfgs:
-        train(cfg, progress=False)
+        train_batched([cfg], progress=False, gauge=gauge)
 else:
-    from attnid.training.batched import train_batched
-    train_batched(cfgs, progress=False, gauge=mode == "batched")
+    train_batched(cfgs, progress=False, gauge=gauge)
 print(json.dumps({{"train_cpu": time.process_time() - start}}))
 """
 
@@ -135,7 +135,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--per-job", type=int, default=3, help="runs timed one per process (then extrapolated)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--no-gauge", action="store_true", help="batched without the gauge-invariant overlap")
+    parser.add_argument("--no-gauge", action="store_true", help="both without the gauge-invariant overlap")
     parser.add_argument("--precision", action="store_true", help="float64 against float32 on the cell, paired")
     parser.add_argument("--steps", type=int, default=None, help="--precision: steps per run (default: the preset's)")
     parser.add_argument("--out", default=None, help="--precision: write the table to this CSV")
@@ -147,8 +147,9 @@ def main(argv=None) -> dict:
     if args.precision:
         return precision(training, keys, args.steps, args.out)
     n = len(keys)
-    per_job = [child(training, [k], "loop", args.threads) for k in keys[: args.per_job]]
-    batched = child(training, keys, "batched_no_gauge" if args.no_gauge else "batched", args.threads)
+    suffix = "_no_gauge" if args.no_gauge else ""
+    per_job = [child(training, [k], "alone" + suffix, args.threads) for k in keys[: args.per_job]]
+    batched = child(training, keys, "batched" + suffix, args.threads)
     job_cpu = sum(r["cpu"] for r in per_job) / len(per_job)
     job_wall = sum(r["wall"] for r in per_job) / len(per_job)
     job_train = sum(r["train_cpu"] for r in per_job) / len(per_job)

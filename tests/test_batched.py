@@ -1,7 +1,7 @@
-"""Batched training (attnid.training.batched, .optim, .job) against the reference loop, and the study's maths.
+"""Batched training (attnid.training.batched, .optim, .job) against the tests' reference loop, and the study's maths.
 
 Every run of a batch must see exactly what it sees alone (same parameters, data, updates and
-measurements as attnid.training.loop with torch.optim), whatever the other runs' update rules and
+measurements as tests/reference_loop.py with torch.optim), whatever the other runs' update rules and
 models (this project's layer and transformer, the real Llama, GPT-2 and Mixtral); a diverged run must not disturb
 the others; the properties the study reports must hold where they are exact (a block-scalar preconditioner
 keeps the update orthogonal to the orbit; the weight-decay identity; the gauge-invariant overlap).
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from reference_loop import train
 from training_helpers import ROUNDING, one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
 from attnid import symmetry
@@ -25,7 +26,7 @@ from attnid.layout import Layout
 from attnid.spec import AttentionSpec
 from attnid.training import analysis
 from attnid.training.batched import train_batched
-from attnid.training.loop import train
+from attnid.training.nets import build
 from attnid.training.optim import symmetry_blocks
 from attnid.training.overlap import gauge_overlap
 from attnid.training.runs import METRIC_COLUMNS, job_params, jobs, run_config, runs
@@ -62,9 +63,9 @@ SETTINGS = [  # (task, model, attention spec)
 
 
 @pytest.mark.parametrize("task, model, spec", SETTINGS, ids=lambda x: x if isinstance(x, str) else x.label)
-def test_each_batched_run_equals_the_loop_alone(task, model, spec):
+def test_each_batched_run_equals_the_reference_loop_alone(task, model, spec):
     """One batch of every algorithm, rebalancing mode and seed (and a run at half the learning rate): each run's
-    measurements equal the torch.optim loop's for that run alone."""
+    measurements equal the torch.optim reference loop's for that run alone."""
     extra = {"seq_len": 6} if task == "markov" else {}
     if model != "own":  # the whole-model gauge of a real architecture needs more tokens than d_model
         extra["vocab"] = 9 if task == "markov" else 5
@@ -164,8 +165,6 @@ def test_weight_decay_shrinks_the_conserved_quantity_by_the_square_of_the_decay_
     """I(theta - eta (g + lambda theta)) = (1 - eta lambda)^2 I(theta) + eta^2 (G_Q^T G_Q - G_K^T G_K): the
     cross term is the pairing of the gradient with the orbit, zero for an invariant loss."""
     cfg = tiny(algorithm="sgd", lr=0.3, weight_decay=0.2, steps=1, metrics_every=1)
-    from attnid.training.loop import build
-
     task, net, theta = build(cfg)
     batch = task.train_batch(cfg.batch)
     theta = theta.clone().requires_grad_(True)

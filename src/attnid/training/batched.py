@@ -12,11 +12,11 @@ its index vector: projection, balancing, conserved quantities). Rebalancing mode
 runs remove P_T u from their update every step, `balance` runs move to the balanced point every
 `rebalance_interval` steps.
 
-Each run sees exactly what attnid.training.loop gives it alone (same initial parameters, same data
-stream, same measurements; the tests compare both), so a run's numbers do not depend on which runs it
-was batched with. One exception by design: a run whose loss stops being finite is marked diverged at
-that step (`diverged_step`), frozen, and its later measurements are NaN, while the others go on (the
-loop instead raises RunDiverged).
+Each run sees exactly what it sees alone (same initial parameters, same data stream, same measurements;
+the tests compare every run with a torch.optim reference loop of one run, tests/reference_loop.py), so a
+run's numbers do not depend on which runs it was batched with; one run is the single-run case, `[cfg]`. A
+run whose loss stops being finite is marked diverged at that step (`diverged_step`), frozen, and its later
+measurements are NaN, while the others go on.
 
 What a step costs, besides the forward and backward pass: the optimizer (a dozen elementwise operations
 on (M, P)); for `project` runs one projector per attention layer (Gram eigendecompositions per KV group,
@@ -66,10 +66,12 @@ EVAL_OUTPUTS = 2**22  # at most this many outputs of all runs per pass (32 MiB i
 
 
 def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
-    """Train every run of `cfgs` together; return (metrics, summary) per run, as attnid.training.loop.train.
+    """Train every run of `cfgs` together; return (metrics, summary) per run.
 
-    summary also holds `diverged_step` (-1 when the run never diverged). gauge=False skips the
-    gauge-invariant overlap (NaN), e.g. to time the same measurements as the loop.
+    metrics: one row per (measured step, attention layer), columns METRIC_COLUMNS (attnid.training.metrics);
+    summary: final and mean values of the run (attnid.training.sweep.summarize_run), its config, its share of
+    the wall time, and `diverged_step` (-1 when the run never diverged). gauge=False skips the gauge-invariant
+    overlap (NaN), e.g. to time fewer measurements.
     """
     _check_batchable(cfgs)
     resolve_device(cfgs[0].device)

@@ -22,8 +22,8 @@ and the point values sample the run at a fixed cadence: a run's mean overlap ove
 unbiased estimate of its mean over all steps, whose spread over seeds is what the intervals measure
 (`benchmarks/training.py --cadence` compares both on the same runs).
 
-Both trainers keep the measurements as float64 tensors (M, R, L) for M runs, R measured steps and L
-layers on the run's device (the loop never waits for the host) and turn them into one table per run.
+The trainer keeps the measurements as float64 tensors (M, R, L) for M runs, R measured steps and L
+layers on the runs' device (the training loop never waits for the host) and turns them into one table per run.
 """
 
 from __future__ import annotations

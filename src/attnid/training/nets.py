@@ -6,8 +6,9 @@ parameters are placeholders: every call goes through `torch.func.functional_call
 names and shapes that cut theta into the module's parameters, and the attention layers as attnid's layout
 sees them: per layer its AttentionSpec and the index vector of that layout's coordinates in theta
 (attnid.training.archs.attention_maps for real architectures; a contiguous slice `blocks.i.attn.theta`
-for this project's own models). Both trainers (attnid.training.loop, one run; attnid.training.batched,
-M runs as one vmapped model) use it, so a run is the same function in both.
+for this project's own models). The trainer (attnid.training.batched, M runs as one vmapped model) and the
+tests' reference loop (tests/reference_loop.py, one run with torch.optim) both use it, so a run is the same
+function in both.
 
     own model, teacher_student   attnid.training.models.Student (one attention layer)
     own model, recall / markov / text   attnid.training.models.TinyTransformer
@@ -110,3 +111,12 @@ class Net:
         if self._keep is None:
             return archs.forward_plain(self.module, params, inputs, last)
         return archs.forward(self.module, params, inputs, last)
+
+
+def build(cfg: RunConfig):
+    """(task, net, theta_0) of a run: its task, its architecture as a function of flat parameters and its
+    initial point (P,), on cfg.device in cfg.dtype, initialised from cfg.seed (drawn in float64 and rounded,
+    so a float32 run starts where the float64 run starts, rounded; the tasks' data are drawn the same way)."""
+    task = make_task(cfg)
+    net = Net(cfg, task)
+    return task, net, net.init(cfg.seed)

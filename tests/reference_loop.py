@@ -1,14 +1,10 @@
-"""One training run with torch.optim, with the symmetry geometry of every attention layer measured at every step.
+"""A test helper, not a trainer of the package: one training run with torch.optim, the independent reference
+the batched trainer (attnid.training.batched, the package's one trainer) is checked against.
 
-The reference implementation: one model, torch.optim, one process per run. The sweep trains the
-same runs batched (attnid.training.batched), and the tests check that both give the same numbers.
-
-Usage:
-
-    from attnid.spec import AttentionSpec
-    from attnid.training.loop import train
-    from attnid.training.runs import RunConfig
-    metrics, summary = train(RunConfig(attention=AttentionSpec(d_model=16, n_heads=4), algorithm="adam", lr=1e-2))
+tests/test_batched.py trains runs batched and each run alone here, and asks for the same numbers: the stacked
+optimizer (attnid.training.optim) against torch.optim, the stacked measurements against the single-point
+symmetry tools (attnid.symmetry.overlap, .imbalance_drift), and a run's independence from the runs it is
+batched with.
 
 What a step t does, for the run's flat parameters theta (P,) (attnid.training.nets.Net) and each attention
 layer's layout theta_l = theta[index_l] (attnid.layout):
@@ -30,7 +26,7 @@ layer's layout theta_l = theta[index_l] (attnid.layout):
                   `eval_every` steps and at the last step.
 
 What is kept, on which steps (measured steps only: attnid.training.metrics), is the same as in the
-batched trainer.
+batched trainer; here every measured step takes the gauge-invariant overlap.
 
 Why the geometry is honest: a loss that depends on theta only through the model's function is
 invariant under each layer's symmetry group, so its gradient is orthogonal to T. Plain SGD,
@@ -57,38 +53,22 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .. import symmetry
-from ..device import resolve_device
-from ..layout import Layout
-from .determinism import deterministic
-from .metrics import Measurements, chance_levels
-from .nets import TORCH_DTYPES, Net, make_task
-from .runs import METRIC_COLUMNS, RunConfig, measured_steps
-from .sweep import plateau_change, summarize_run
-from .tasks import STREAM_PROBE
+from attnid import symmetry
+from attnid.device import resolve_device
+from attnid.layout import Layout
+from attnid.training.determinism import deterministic
+from attnid.training.metrics import Measurements, chance_levels
+from attnid.training.nets import build
+from attnid.training.overlap import gauge_overlap
+from attnid.training.runs import METRIC_COLUMNS, RunConfig, measured_steps
+from attnid.training.sweep import plateau_change, summarize_run
+from attnid.training.tasks import STREAM_PROBE
 
 COLUMNS = METRIC_COLUMNS[2:]
-__all__ = ["TORCH_DTYPES", "RunDiverged", "build", "make_optimizer", "train"]
 
 
 class RunDiverged(FloatingPointError):
     """The training loss became NaN or infinite; the message names the run and the step."""
-
-
-def gauge_overlap(spec, theta: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The gauge-invariant overlap (attnid.training.batched.gauge_overlap), imported late (no import cycle)."""
-    from .batched import gauge_overlap as overlap
-
-    return overlap(spec, theta, u)
-
-
-def build(cfg: RunConfig):
-    """(task, net, theta_0) of a run: its task, its architecture as a function of flat parameters and its
-    initial point (P,), on cfg.device in cfg.dtype, initialised from cfg.seed (drawn in float64 and rounded,
-    so a float32 run starts where the float64 run starts, rounded; the tasks' data are drawn the same way)."""
-    task = make_task(cfg)
-    net = Net(cfg, task)
-    return task, net, net.init(cfg.seed)
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
