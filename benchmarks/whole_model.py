@@ -65,7 +65,8 @@ def check() -> dict:
 
 
 def row() -> dict:
-    from attnid.model.grid import own_case, own_spec
+    from attnid.gauge.cases import own_case
+    from attnid.model.grid import own_spec
 
     with Clock() as clock:
         result = own_case("check", own_spec(CHECK))
@@ -76,7 +77,7 @@ def row() -> dict:
 def grid(config: Path) -> dict:
     import transformers
 
-    from attnid.model.grid import verify_models
+    from attnid.gauge.cases import verify_models
 
     transformers.logging.set_verbosity_error()
     cfg = yaml.safe_load(config.read_text())["whole_model"]

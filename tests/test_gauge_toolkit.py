@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 
 from attnid.float64 import KeepFloat64
 from attnid.gauge import Gauge
+from attnid.gauge.cases import tiny_spec
 from attnid.gauge.families import name_map
 from attnid.gauge.optim import GaugeCallback, GaugeProjected
 from attnid.gauge.point import FineLayout
@@ -20,7 +21,7 @@ from attnid.hf import stored_config
 from attnid.hf.mapping import model_spec
 from attnid.model.counting import count_model
 from attnid.model.forward import logits as own_logits
-from attnid.model.real import TINY, build_real, build_real_model, real_config, tiny_spec
+from attnid.model.real import TINY, build_real, build_real_model, real_config
 
 ROOT = Path(__file__).resolve().parents[1]
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,

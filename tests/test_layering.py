@@ -110,6 +110,24 @@ def test_imports_never_go_up_a_layer():
     assert not upward, "\n".join(upward)
 
 
+# Levels above the model level: `attnid.model` (specs, counts, layout, forward, judge, grid, real models as
+# functions) imports none of them, anywhere (also inside a function), so a rule's count and its model-level
+# check are read without the config mapping, the generators, the trainer or the report.
+ABOVE_MODEL = ("attnid.hf", "attnid.gauge", "attnid.training", "attnid.report")
+
+
+def test_the_model_level_imports_nothing_above_it():
+    model = [m for m in MODULES if m == "attnid.model" or m.startswith("attnid.model.")]
+    assert model, "no attnid.model module found"
+    upward = [
+        f"{m} imports {d}"
+        for m in model
+        for d in sorted(GRAPH[m])
+        if any(d == top or d.startswith(top + ".") for top in ABOVE_MODEL)
+    ]
+    assert not upward, "\n".join(upward)
+
+
 def test_no_import_cycle():
     state, stack, cycles = {}, [], []
 

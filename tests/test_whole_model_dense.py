@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from attnid.counting import count
+from attnid.gauge.cases import own_case
 from attnid.jacobian import measure
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
-from attnid.model.grid import own_case, own_spec
+from attnid.model.grid import own_spec
 from attnid.model.layout import ModelLayout
 from attnid.spec import AttentionSpec, SpecError
 

@@ -4,11 +4,12 @@ pre-LN blocks, BERT's token types and masked-LM head, a tied head's shift; count
 import pytest
 import torch
 
+from attnid.gauge.cases import own_case
 from attnid.hf import model_spec, stored_config
 from attnid.hf.tables import shipped_table
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
-from attnid.model.grid import own_case, own_spec
+from attnid.model.grid import own_spec
 from attnid.model.layout import ModelLayout
 from attnid.spec import SpecError
 
@@ -129,8 +130,8 @@ def test_stored_configs():
 def test_real_model_agrees(name):
     """BloomForCausalLM and BertForMaskedLM from shrunk configs, float64 eager: every parameter, the count."""
     pytest.importorskip("transformers")
-    from attnid.model.grid import real_case
-    from attnid.model.real import build_real, tiny_spec
+    from attnid.gauge.cases import real_case, tiny_spec
+    from attnid.model.real import build_real
 
     assert build_real(name).theta.numel() == tiny_spec(name).n_params
     row = real_case(name, other_seed=False)

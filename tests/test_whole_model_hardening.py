@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from attnid.cli import main
+from attnid.gauge.cases import own_case
 from attnid.hf import STORED, model_spec, stored_config
 from attnid.hf.mapping import DEFAULT_SEQ_LEN
 from attnid.hf.tables import shipped_table
 from attnid.model.counting import count_attention_layers, count_model
-from attnid.model.grid import own_case, own_spec
+from attnid.model.grid import own_spec
 from attnid.model.judge import directions_lost, model_sizing
 from attnid.spec import SpecError
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from attnid.counting import count
+from attnid.gauge.cases import own_case
 from attnid.hf import load_config, model_spec
 from attnid.model.counting import count_model
 from attnid.model.counting.token_points import latent_token_points
-from attnid.model.grid import own_case, own_spec
+from attnid.model.grid import own_spec
 from attnid.spec import SpecError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "attnid" / "hf" / "configs"
@@ -112,7 +113,7 @@ def test_deepseek_configs_count_whole(name):
 
 def test_real_deepseek_agrees():
     pytest.importorskip("transformers")
-    from attnid.model.grid import real_case
+    from attnid.gauge.cases import real_case
 
     row = real_case("deepseek_v3", other_seed=False)
     assert row["agree"], row

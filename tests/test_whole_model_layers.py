@@ -123,7 +123,7 @@ def test_output_norms_agree_with_jacobian(tied):
 def test_real_gemma2_agrees():
     """transformers' Gemma2ForCausalLM (output norms, softcaps): the output norms' scales are weak with eps."""
     pytest.importorskip("transformers")
-    from attnid.model.grid import real_case
+    from attnid.gauge.cases import real_case
 
     row = real_case("gemma2", other_seed=False)
     assert row["agree"], row
@@ -178,8 +178,7 @@ def test_falcon_40b_counts_in_the_free_table_regime():
 def test_real_falcon_block_with_a_free_table_agrees():
     """transformers' FalconForCausalLM with Falcon-40B's block (two norms, GQA, RoPE, tied) at vocab 12."""
     pytest.importorskip("transformers")
-    from attnid.model.grid import real_case
-    from attnid.model.real import tiny_spec
+    from attnid.gauge.cases import real_case, tiny_spec
 
     assert count_model(tiny_spec("falcon_free_table")).breakdown["first_mlp_table"] > 0
     row = real_case("falcon_free_table", other_seed=False)

@@ -3,11 +3,12 @@ our own function and on real transformers classes, the shipped MoE configs, and 
 
 import pytest
 
+from attnid.gauge.cases import own_case
 from attnid.hf import model_spec, stored_config
 from attnid.hf.tables import shipped_row
 from attnid.model import MoESpec
 from attnid.model.counting import count_attention_layers, count_model
-from attnid.model.grid import own_case, own_spec
+from attnid.model.grid import own_spec
 from attnid.spec import SpecError
 
 # one RMSNorm block of width 8 (2 heads), vocab 12, no positions: the MoE terms are what varies
@@ -105,7 +106,7 @@ def test_count_agrees_with_the_judge(name):
 
 @pytest.mark.parametrize("name", ["mixtral_moe", "qwen3_moe", "gpt_oss_moe"])
 def test_real_classes_agree(name):
-    from attnid.model.grid import real_case
+    from attnid.gauge.cases import real_case
 
     row = real_case(name, other_seed=False)
     assert row["agree"], row
@@ -209,7 +210,7 @@ def test_a_real_class_without_a_name_map_gets_a_one_sided_certificate_row(monkey
     stopping the whole-model grid; DeepSeek's routed experts have their map and a two-sided row."""
     from attnid.errors import SpecError
     from attnid.gauge import certificate, families
-    from attnid.model.real import tiny_spec
+    from attnid.gauge.cases import tiny_spec
 
     def unmapped(spec, cfg):
         raise SpecError("model_type", f"{cfg['model_type']!r}: no name map between its class and the layout is written")

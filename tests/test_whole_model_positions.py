@@ -7,10 +7,11 @@ singular values 3e-4 and 1e-7 at 6, which the mappings record as not modelled)."
 import pytest
 from transformers import CONFIG_MAPPING
 
+from attnid.gauge.cases import own_case
 from attnid.hf import model_spec
 from attnid.hf.check import real_class, tiny_config
 from attnid.model.counting import count_model
-from attnid.model.grid import own_case, own_spec, verify_case
+from attnid.model.grid import own_spec, verify_case
 from attnid.model.real import build_real_model
 from attnid.spec import SpecError
 

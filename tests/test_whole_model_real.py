@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from attnid.model.grid import real_case
-from attnid.model.real import TINY, build_real, tiny_spec
+from attnid.gauge.cases import real_case, tiny_spec
+from attnid.model.real import TINY, build_real
 
 
 @pytest.mark.parametrize("name", sorted(TINY))

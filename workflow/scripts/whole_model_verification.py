@@ -9,8 +9,8 @@ then no CSV is written, so nothing looks finished.
 import torch
 import transformers
 
+from attnid.gauge.cases import model_disagreements, verify_models
 from attnid.io import atomic_write_csv, log_to
-from attnid.model.grid import model_disagreements, verify_models
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -1,28 +1,26 @@
-"""The whole-model verification grid: every count against its Jacobian, on this project's model
-function and on real `transformers` language models, plus the table of shipped real models.
+"""The whole-model verification grid's Jacobian side: every count against the Jacobian of the logits, on this
+project's model function (`own_spec`: the grid's cases) and on real `transformers` language models.
 
 A case is measured at the spec's eps (rank of all logits over balanced random tokens, sized by
 `attnid.model.judge.model_sizing`), on the first half of its sequences, at another seed, and, where a
 norm has eps > 0, again at eps = 0 with the same weights and tokens: the difference is the weakly
 identified dimension, reported with the singular values that carry it. `agree` needs all of it:
 measured == count, the same on half the data and at the other seed, weak measured == weak count, and the
-other side of the certificate (`attnid.gauge.certificate`): the explicit generators at the measured point
-have rank == count, each with ||J t|| / (||J|| ||t||) at rounding, and the weak ones the weak rank.
-With torch threads >= 2 the table measures two cases at a time, each on one thread.
+other side of the certificate when the caller passes one (`certify`; `attnid.gauge.cases` passes the explicit
+generators at the measured point, `attnid.gauge.certificate`: rank == count, each with ||J t|| / (||J|| ||t||)
+at rounding, and the weak ones the weak rank).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from ..spec import AttentionSpec, SpecError
 from .blocks import LayerSpec, MLPSpec, MoESpec
 from .counting import count_model
-from .forward import logits
 from .judge import (
     expert_need,
     gaussian_sketch,
@@ -33,7 +31,6 @@ from .judge import (
     routed_tokens,
     sketch_rows,
 )
-from .layout import ModelLayout
 from .spec import ModelSpec
 
 # The base of every own case: vocab 12, 2 layers, d_model 8, 2 heads of 4, d_ff 8, 6 positions, eps 0.
@@ -131,92 +128,3 @@ def verify_case(
     row["agree"] = bool(all(checks))
     row["seconds"] = time.perf_counter() - start
     return row
-
-
-def own_case(name: str, spec: ModelSpec, **options) -> dict:
-    layout = ModelLayout(spec)
-
-    def make(seed, eps_zero):
-        s = spec.with_eps(0.0) if eps_zero else spec
-        theta = layout.init(torch.Generator().manual_seed(seed))
-        return (lambda th, tok: logits(th, tok, s, layout)), theta
-
-    def certify(theta, R, sigma_max):
-        from ..gauge.certificate import certificate
-
-        return certificate(spec, theta, R, sigma_max)
-
-    return verify_case(name, "own", spec, make, certify=certify, **options)
-
-
-def real_case(name: str, **options) -> dict:
-    from .real import TINY, build_real, tiny_spec
-
-    spec = tiny_spec(name)
-
-    def make(seed, eps_zero):
-        real = build_real(name, seed, eps=0.0 if eps_zero else None)
-        return real.forward, real.theta
-
-    def certify(theta, R, sigma_max):
-        from ..gauge.certificate import real_certificate
-
-        return real_certificate(name, spec, theta, R, sigma_max)
-
-    row = verify_case(name, "transformers", spec, make, certify=certify, **options)
-    return {**row, "model_class": TINY[name][0]}
-
-
-def verify_models(
-    own: list[dict],
-    real: list[str],
-    seed: int = 0,
-    oversample: float = 3.0,
-    other_seed: bool = True,
-    real_other_seed: bool = True,
-    log=print,
-):
-    """One row per case: own cases {name, ...ModelSpec fields over BASE}, real cases by TINY name;
-    other_seed / real_other_seed: re-measure the own / the real cases at another seed."""
-    import pandas as pd
-
-    options = {"seed": seed, "oversample": oversample, "other_seed": other_seed}
-    jobs = [
-        lambda case=case: own_case(case["name"], own_spec({k: v for k, v in case.items() if k != "name"}), **options)
-        for case in own
-    ]
-    jobs += [lambda name=name: real_case(name, **{**options, "other_seed": real_other_seed}) for name in real]
-    # With torch threads >= 2, two cases at a time, each single-threaded (its dense SVDs are serial
-    # anyway); every case draws its own weights and tokens, so the rows do not depend on the order.
-    threads = torch.get_num_threads()
-    workers = min(2, threads, len(jobs))
-    rows = []
-    torch.set_num_threads(max(1, threads // max(workers, 1)))
-    try:
-        with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-            for future in [pool.submit(job) for job in jobs]:
-                rows.append(future.result())
-                _log_row(rows[-1], log)
-    finally:
-        torch.set_num_threads(threads)
-    return pd.DataFrame(rows)
-
-
-def _log_row(row: dict, log) -> None:
-    log(
-        f"{row['case']:18s} {row['kind']:12s} P={row['P']:5d} count={row['count']:4d} measured={row['measured']:4d}"
-        f" (half {row['measured_half']}, seed {row.get('measured_other_seed', '-')}) weak {row['weak_count']}/{row['weak_measured']}"
-        f" gap={row['gap']:.1f} generators {row.get('generator_rank', '-')} (Jt {row.get('generator_Jt', float('nan')):.0e})"
-        f" {'ok' if row['agree'] else 'DISAGREE'} ({row['seconds']:.1f} s)"
-    )
-
-
-def model_disagreements(df) -> str:
-    """'' if every row agrees, else one line per disagreeing case."""
-    bad = df[~df["agree"].astype(bool)]
-    return "\n".join(
-        f"{r.case} ({r.label}): count {r.count} weak {r.weak_count}; measured {r.measured} weak {r.weak_measured}"
-        f" half {r.measured_half}; P {r.P} vs spec {r.P_spec}; generators {getattr(r, 'generator_rank', '-')}"
-        f" weak {getattr(r, 'weak_generator_rank', '-')} Jt {getattr(r, 'generator_Jt', float('nan')):.1e}"
-        for r in bad.itertuples()
-    )

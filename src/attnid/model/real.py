@@ -219,13 +219,6 @@ class RealModel:
         return out[0] if squeeze else out
 
 
-def tiny_spec(name: str):
-    """The ModelSpec of TINY[name], through the config mapping, used on SEQ_LEN positions."""
-    from ..hf.mapping import model_spec
-
-    return model_spec(TINY[name][1], seq_len=SEQ_LEN)
-
-
 def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
     """The model `name` of TINY at a generic float64 point drawn from `seed`; eps overrides the norms' eps."""
     class_name, cfg = TINY[name]

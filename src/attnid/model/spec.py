@@ -39,8 +39,8 @@ Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.
     not_modelled      what a description leaves out that the count would need (from a config the mapping
                       could not describe exactly); `count_model` refuses it by name
     judge             `attnid.model.judge`: P - rank of the Jacobian of all logits at a random point
-    case              one row of the whole-model grid (`attnid.model.grid`): own (this project's forward of a
-                      ModelSpec) or real (a `transformers` class, `attnid.model.real`)
+    case              one row of the whole-model grid (`attnid.gauge.cases`; its Jacobian side `attnid.model.grid`):
+                      own (this project's forward of a ModelSpec) or real (a `transformers` class, `attnid.model.real`)
     mapping           `attnid.hf.mapping`: a config.json -> ModelSpec, the one place that reads config keys
 """
 
