@@ -6,7 +6,7 @@
 
 Modules: :mod:`.point` (the point, its readers and writers), :mod:`.group` (one group of generators),
 :mod:`.sources` (every counting rule's generators), :mod:`.operator` (apply, adjoint, Gram, projection),
-:mod:`.names` and :mod:`.families` (real classes' parameters <-> the layout, the pieces and each family's map),
+:mod:`.names` (real classes' parameters <-> the layout, each family's map read from `attnid.hf.mapping`),
 :mod:`.certificate` (the two-sided whole-model certificate), :mod:`.balance` (the balanced point),
 :mod:`.toolkit` (Gauge), :mod:`.optim` (optimizer wrappers, the Trainer callback).
 """

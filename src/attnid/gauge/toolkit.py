@@ -27,8 +27,7 @@ from ..flat import FlatLayout
 from ..model.counting import count_model
 from ..model.spec import ModelSpec
 from ..symmetry.linalg import serial
-from .families import name_map
-from .names import NameMap
+from .names import NameMap, name_map
 from .operator import Generators, Projection
 from .point import DTYPE, FineLayout, Point
 from .sources import generators

@@ -5,7 +5,8 @@ that a `transformers` config class would silently ignore (Falcon's `n_head`, `n_
 still read. What the code of a model class fixes rather than its config is written down in the module
 of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
-does not map), each fact with where it comes from:
+does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
+`.names`), each fact with where it comes from:
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -45,12 +46,13 @@ from ...model.spec import ModelSpec
 from .keys import read_int, read_str, refuse_if
 
 
-def _family_mappers() -> dict:
-    """model_type -> mapper, from every module of this package that defines MAPPERS (one module per family)."""
+def _family_mappers(attribute: str = "MAPPERS") -> dict:
+    """model_type -> mapper, from every module of this package that defines MAPPERS (one module per family);
+    attribute="NAME_MAPS": model_type -> its class's name map (`attnid.hf.mapping.names`)."""
     mappers = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         family = importlib.import_module(f"{__name__}.{info.name}")
-        for mt, mapper in getattr(family, "MAPPERS", {}).items():
+        for mt, mapper in getattr(family, attribute, {}).items():
             if mt in mappers:
                 raise RuntimeError(f"model_type {mt!r} is mapped by two families ({info.name} and another)")
             mappers[mt] = mapper
@@ -66,6 +68,7 @@ def _family_refusals() -> dict:
 
 
 MAPPERS = _family_mappers()
+NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
+from .names import attention_linear, linear, norm, same
 
 MODEL_TYPES = ("bert",)
 
@@ -43,3 +44,26 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, bert)
+
+
+def bert_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): query/key/value/dense, the MLM head's transform."""
+    p = "bert.embeddings"
+    e = [same(f"{p}.word_embeddings.weight", "embed"), same(f"{p}.position_embeddings.weight", "pos")]
+    e.append(same(f"{p}.token_type_embeddings.weight", "token_type"))
+    norm(e, f"{p}.LayerNorm", "embed_norm", True)
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"bert.encoder.layer.{i}", f"layers.{i}", x.attention
+        attention_linear(e, f"{hf}.attention.self", f"{fine}.attn", a, None, "query", "key", "value", "dense", f"{hf}.attention.output")
+        norm(e, f"{hf}.attention.output.LayerNorm", f"{fine}.norm_1", True)
+        e += [linear(f"{hf}.intermediate.dense.weight", f"{fine}.mlp.up"), same(f"{hf}.intermediate.dense.bias", f"{fine}.mlp.up_bias")]
+        e += [linear(f"{hf}.output.dense.weight", f"{fine}.mlp.down"), same(f"{hf}.output.dense.bias", f"{fine}.mlp.down_bias")]
+        norm(e, f"{hf}.output.LayerNorm", f"{fine}.norm_2", True)
+    e += [linear("cls.predictions.transform.dense.weight", "mlm.dense"), same("cls.predictions.transform.dense.bias", "mlm.dense_bias")]
+    norm(e, "cls.predictions.transform.LayerNorm", "mlm_norm", True)
+    e.append(same("cls.predictions.bias", "unembed_bias"))
+    return e
+
+
+NAME_MAPS = {"bert": bert_names}
+

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import read_flag, read_float, read_int
+from .names import fused_per_head, head_names, mlp_linear, norm, same
 
 MODEL_TYPES = ("bloom",)
 
@@ -23,3 +24,22 @@ def bloom(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, bloom)
+
+
+def bloom_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): query_key_value rows per head, no rotation."""
+    e = [same("transformer.word_embeddings.weight", "embed")]
+    norm(e, "transformer.word_embeddings_layernorm", "embed_norm", True)
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"transformer.h.{i}", f"layers.{i}", x.attention
+        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1", True)
+        e += fused_per_head(f"{hf}.self_attention", f"{fine}.attn", a, tuple(range(a.d_head_qk)))
+        norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2", True)
+        mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, up="dense_h_to_4h", down="dense_4h_to_h")
+    norm(e, "transformer.ln_f", "final_norm", True)
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = {"bloom": bloom_names}
+

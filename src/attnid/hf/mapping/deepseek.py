@@ -11,10 +11,11 @@ mlp_layer_types (default: the first only)."""
 from __future__ import annotations
 
 from ...errors import SpecError
-from ...model.blocks import LayerSpec, MLPSpec
+from ...model.blocks import LayerSpec, MLPSpec, MoESpec
 from ...spec import AttentionSpec
 from .experts import experts
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, routed_layers
+from .names import expert_names, head_names, heads, linear, mlp_linear, norm, out_heads, rope_perm, same
 
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")
 DENSE_TYPES = ("youtu", "minicpm3")
@@ -68,3 +69,41 @@ def dense_latent(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, deepseek), **dict.fromkeys(DENSE_TYPES, dense_latent)}
+
+
+def deepseek_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): a head is [nope; rope] (rope dims already paired
+    (2i, 2i + 1) with rope_interleave, the default), kv_a_proj_with_mqa rows [latent (r); rope key (p)], kv_b_proj
+    rows per head [k_nope; v]; routed experts as Mixtral's (router `mlp.gate`), shared experts one SwiGLU MLP."""
+    e = [same("model.embed_tokens.weight", "embed")]
+    interleaved = cfg.get("rope_interleave", True)
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"model.layers.{i}.self_attn", f"layers.{i}.attn", x.attention
+        H, k, p, v, r = a.n_heads, a.d_head_qk, a.rope_dims, a.d_head_v, a.kv_lora_rank
+        u = k - p
+        kr = rope_perm(p, p, interleaved)
+        perm = tuple(range(u)) + tuple(u + j for j in kr)  # the class's head: [nope; rope]
+        if a.q_lora_rank:
+            e += [linear(f"{hf}.q_a_proj.weight", f"{fine}.W_DQ"), same(f"{hf}.q_a_layernorm.weight", f"{fine}.gain_DQ")]
+            e.append(heads(f"{hf}.q_b_proj.weight", f"{fine}.W_UQ", H, k, perm))
+        else:
+            e.append(heads(f"{hf}.q_proj.weight", f"{fine}.W_Q", H, k, perm))
+        e.append(("latent_rope_rows", f"{hf}.kv_a_proj_with_mqa.weight", (f"{fine}.W_DKV", f"{fine}.W_KR"), r, kr))
+        e.append(same(f"{hf}.kv_a_layernorm.weight", f"{fine}.gain_DKV"))
+        e.append(("kv_b_heads", f"{hf}.kv_b_proj.weight", (f"{fine}.W_UK", f"{fine}.W_UV"), H, u))
+        e.append(out_heads(f"{hf}.o_proj.weight", f"{fine}.W_O", H, v))
+        if isinstance(x.mlp, MoESpec):
+            expert_names(e, f"model.layers.{i}.mlp", f"layers.{i}.mlp", x.mlp, cfg["model_type"])
+            if x.mlp.n_shared:
+                shared = f"model.layers.{i}.mlp.shared_experts"
+                e += [linear(f"{shared}.{n}_proj.weight", f"layers.{i}.mlp.shared_{n}") for n in ("gate", "up", "down")]
+        else:
+            mlp_linear(e, f"model.layers.{i}.mlp", f"layers.{i}.mlp", x.mlp)
+        norm(e, f"model.layers.{i}.input_layernorm", f"layers.{i}.norm_1")
+        norm(e, f"model.layers.{i}.post_attention_layernorm", f"layers.{i}.norm_2")
+    norm(e, "model.norm", "final_norm")
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = dict.fromkeys(("deepseek_v2", "deepseek_v3"), deepseek_names)

@@ -22,6 +22,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
+from .names import head_names, norm, same
 
 MODEL_TYPES = ("gpt2", "gpt-sw3", "gpt_bigcode")
 NEO_LAYER_KINDS = ("global", "local")
@@ -87,3 +88,27 @@ def openai_gpt(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, gpt2), "gpt_neo": gpt_neo, "openai-gpt": openai_gpt}
+
+
+def gpt2_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): Conv1D weights already (in, out); c_attn (d, 3d) =
+    [q | k | v] columns (`qkv_columns`), c_proj (H v, d) (`row_heads`)."""
+    e = [same("transformer.wte.weight", "embed"), same("transformer.wpe.weight", "pos")]
+    d = spec.d_model
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"transformer.h.{i}", f"layers.{i}", x.attention
+        H, k = a.n_heads, a.d_head_qk
+        norm(e, f"{hf}.ln_1", f"{fine}.norm_1", True)
+        e.append(("qkv_columns", f"{hf}.attn.c_attn.weight", tuple(f"{fine}.attn.{b}" for b in ("W_Q", "W_K", "W_V")), d, H, k))
+        e.append(("qkv_columns_bias", f"{hf}.attn.c_attn.bias", tuple(f"{fine}.attn.{b}" for b in ("b_Q", "b_K", "b_V")), d, H, k))
+        e.append(("row_heads", f"{hf}.attn.c_proj.weight", f"{fine}.attn.W_O", H))
+        e.append(same(f"{hf}.attn.c_proj.bias", f"{fine}.attn.b_O"))
+        norm(e, f"{hf}.ln_2", f"{fine}.norm_2", True)
+        e += [same(f"{hf}.mlp.c_fc.weight", f"{fine}.mlp.up"), same(f"{hf}.mlp.c_fc.bias", f"{fine}.mlp.up_bias")]
+        e += [same(f"{hf}.mlp.c_proj.weight", f"{fine}.mlp.down"), same(f"{hf}.mlp.c_proj.bias", f"{fine}.mlp.down_bias")]
+    norm(e, "transformer.ln_f", "final_norm", True)
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = {"gpt2": gpt2_names}

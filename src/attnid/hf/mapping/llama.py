@@ -52,7 +52,7 @@ attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_
 from __future__ import annotations
 
 from ...errors import SpecError
-from ...model.blocks import LayerSpec, MLPSpec
+from ...model.blocks import LayerSpec, MLPSpec, MoESpec
 from ...spec import AttentionSpec
 from .experts import experts
 from .keys import (
@@ -67,6 +67,7 @@ from .keys import (
     read_str,
     rope,
 )
+from .names import attention_linear, expert_names, head_names, mlp_linear, norm, permuted, rope_perm, same
 
 HEAD_DIM_DEFAULTS = {
     "gemma": 256, "gemma2": 256, "gemma3_text": 256, "vaultgemma": 256, "qwen3": 128, "gpt_oss": 64, "helium": 128,
@@ -282,3 +283,36 @@ REFUSED = {
     "qwen3_5_text": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
     "olmo_hybrid": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
 }
+
+
+def llama_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
+    gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS), Gemma-2/3's output norms."""
+    mt, e = cfg["model_type"], []
+    e.append(same("model.embed_tokens.weight", "embed"))
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
+        perm = rope_perm(a.d_head_qk, a.rope_dims)
+        attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
+        if a.qk_norm != "none":
+            e += [permuted(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", perm),
+                  permuted(f"{hf}.self_attn.k_norm.weight", f"{fine}.attn.gain_K", perm)]  # fmt: skip
+        if a.sinks:
+            e.append(same(f"{hf}.self_attn.sinks", f"{fine}.attn.sink"))
+        if isinstance(x.mlp, MoESpec):
+            expert_names(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, mt)
+        else:
+            mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
+        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
+        if spec.output_norms:
+            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
+            norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
+            norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
+        else:
+            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+    norm(e, "model.norm", "final_norm")
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = dict.fromkeys(MODEL_TYPES, llama_names)

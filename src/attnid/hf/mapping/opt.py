@@ -25,6 +25,7 @@ import math
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_int, read_str, refuse_if
+from .names import attention_linear, head_names, mlp_linear, norm, rows, same
 
 MODEL_TYPES = ("opt",)
 POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
@@ -95,3 +96,25 @@ def xglm(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, opt), "biogpt": biogpt, "xglm": xglm}
+
+
+def opt_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): embed_positions has 2 unread rows first (the offset):
+    layout row t is the class's row t + 2."""
+    n = spec.max_positions
+    e = [same("model.decoder.embed_tokens.weight", "embed")]
+    e.append(rows("model.decoder.embed_positions.weight", "pos", tuple((t + 2) % n for t in range(n))))
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"model.decoder.layers.{i}", f"layers.{i}", x.attention
+        attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, None, o="out_proj")
+        norm(e, f"{hf}.self_attn_layer_norm", f"{fine}.norm_1", True)
+        mlp_linear(e, hf, f"{fine}.mlp", x.mlp, up="fc1", down="fc2")
+        norm(e, f"{hf}.final_layer_norm", f"{fine}.norm_2", True)
+    if spec.final_norm:
+        norm(e, "model.decoder.final_layer_norm", "final_norm", True)
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = {"opt": opt_names}
+

@@ -22,9 +22,11 @@ Attention and MLP read the same stream (h = h + Attn(Norm_1 h) + MLP(Norm_2 h)).
 
 from __future__ import annotations
 
+from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
+from .names import fused_per_head, head_names, mlp_linear, norm, out_heads, rope_perm, same
 
 MODEL_TYPES = ("gptj", "codegen", "gpt_neox", "gpt_neox_japanese", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
 
@@ -134,3 +136,44 @@ MAPPERS = {
     "phi": phi,
     **dict.fromkeys(("falcon", "RefinedWeb", "RefinedWebModel"), falcon),
 }
+
+
+def gpt_neox_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`): query_key_value rows per head, rotary pairs."""
+    e = [same("gpt_neox.embed_in.weight", "embed")]
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"gpt_neox.layers.{i}", f"layers.{i}", x.attention
+        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1", True)
+        norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2", True)
+        e += fused_per_head(f"{hf}.attention", f"{fine}.attn", a, rope_perm(a.d_head_qk, a.rope_dims))
+        mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, up="dense_h_to_4h", down="dense_4h_to_h")
+    norm(e, "gpt_neox.final_layer_norm", "final_norm", True)
+    head_names(e, spec)
+    return e
+
+
+def falcon_names(spec, cfg: dict) -> list[tuple]:
+    """The class's parameters <-> the layout (`.names`), the new decoder architecture: query_key_value rows per
+    KV group [q of its r heads; k; v] (`qkv_per_group`), rotary pairs."""
+    e = [same("transformer.word_embeddings.weight", "embed")]
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"transformer.h.{i}", f"layers.{i}", x.attention
+        H, G, k, r = a.n_heads, a.n_kv_heads, a.d_head_qk, a.group_size
+        if not cfg.get("new_decoder_architecture", False):
+            raise SpecError("new_decoder_architecture", "the name map of Falcon's old decoder is not written")
+        perm = rope_perm(k, a.rope_dims)
+        qkv = tuple(f"{fine}.attn.{b}" for b in ("W_Q", "W_K", "W_V"))
+        e.append(("qkv_per_group", f"{hf}.self_attention.query_key_value.weight", qkv, G, r, k, perm))
+        if a.biases:
+            raise SpecError("bias", "the name map of Falcon's biases is not written")
+        e.append(out_heads(f"{hf}.self_attention.dense.weight", f"{fine}.attn.W_O", H, a.d_head_v))
+        mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, up="dense_h_to_4h", down="dense_4h_to_h")
+        norm(e, f"{hf}.ln_attn", f"{fine}.norm_1", True)
+        norm(e, f"{hf}.ln_mlp", f"{fine}.norm_2", True)
+    norm(e, "transformer.ln_f", "final_norm", True)
+    head_names(e, spec)
+    return e
+
+
+NAME_MAPS = {"gpt_neox": gpt_neox_names, "falcon": falcon_names}
+
