@@ -6,7 +6,7 @@ import copy
 import pytest
 import yaml
 
-from attnid.training.runs import attention_spec, job_cost, jobs, run_config, runs
+from attnid.training.runs import attention_spec, job_cost, job_params, jobs, run_config, runs
 from attnid.workflow_config import semantic_errors
 
 RECALL = {
@@ -99,6 +99,36 @@ def test_an_optimizer_may_take_its_own_learning_rate_at_some_head_counts():
     assert semantic_errors({"training": training}) == [
         "config training.tasks[0].optimizers[0].lr_at_heads: head counts [8] are not in training.tasks[0].heads [1, 2, 4]"
     ]
+
+
+def test_a_sweep_may_take_more_steps_at_some_head_counts():
+    own = _fixed_head(heads=(1, 2, 4)) | {"steps_at_heads": {2: 7}}
+    training = _training(own)
+    steps = {k["heads"]: run_config(training, "cpu", **k).steps for k in runs(training)}
+    assert steps == {1: 3, 2: 7, 4: 3}
+    assert job_cost(training, "recall_fixed_head", "own", 2) > job_cost(training, "recall_fixed_head", "own", 1) * 2
+    own["steps_at_heads"] = {8: 7}  # not swept: named, not ignored
+    assert semantic_errors({"training": training}) == [
+        "config training.tasks[0].steps_at_heads: head counts [8] are not in training.tasks[0].heads [1, 2, 4]"
+    ]
+
+
+def test_a_job_params_hold_its_own_steps_and_rates_only():
+    """Editing the steps or the learning rate of one head count reruns that job only (the workflow's params)."""
+    own = _fixed_head(heads=(1, 2, 4)) | {"steps_at_heads": {2: 7}}
+    own["optimizers"] = [{"name": "sgd", "algorithm": "sgd", "lr": 0.1, "lr_at_heads": {4: 0.3}}]
+    before = {h: job_params(_training(own), "recall_fixed_head", "own", h) for h in (1, 2, 4)}
+    assert [before[h]["tasks"][0]["steps"] for h in (1, 2, 4)] == [3, 7, 3]
+    assert [before[h]["tasks"][0]["optimizers"][0]["lr"] for h in (1, 2, 4)] == [0.1, 0.1, 0.3]
+    edited = copy.deepcopy(own)
+    edited["steps_at_heads"] = {2: 9}
+    edited["optimizers"][0]["lr_at_heads"] = {4: 0.5}
+    after = {h: job_params(_training(edited), "recall_fixed_head", "own", h) for h in (1, 2, 4)}
+    assert after[1] == before[1] and after[2] != before[2] and after[4] != before[4]
+    for h in (1, 2, 4):  # the job's runs are the same as those of the whole sweep's config
+        whole = [run_config(_training(edited), "cpu", **k) for k in runs(_training(edited), heads=h)]
+        alone = [run_config(after[h], "cpu", **k) for k in runs(after[h], heads=h)]
+        assert whole == alone
 
 
 def test_job_cost_orders_jobs_by_width_runs_and_steps():

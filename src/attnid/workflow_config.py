@@ -96,6 +96,10 @@ def semantic_errors(config: Mapping) -> list[str]:
     for i, t in enumerate(entries):
         if t.get("name") in TASKS and t.get("name") != t.get("task"):
             errors.append(f"config training.tasks[{i}].name: {t['name']!r} is another task kind's name")
+        unknown = sorted(set(t.get("steps_at_heads") or {}) - set(t.get("heads", [])), key=str)
+        if unknown:  # steps for a head count not swept would be silent
+            errors.append(f"config training.tasks[{i}].steps_at_heads: head counts {unknown} are not in "
+                          f"training.tasks[{i}].heads {t.get('heads', [])}")  # fmt: skip
         for j, opt in enumerate(t.get("optimizers", [])):  # a step for a head count not swept would be silent
             unknown = sorted(set(opt.get("lr_at_heads") or {}) - set(t.get("heads", [])), key=str)
             if unknown:

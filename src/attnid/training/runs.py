@@ -209,6 +209,13 @@ def optimizer_lr(entry: dict, heads) -> float:
     return at.get(int(heads), entry["lr"])
 
 
+def section_steps(section: dict, heads) -> int:
+    """A sweep's optimizer steps at `heads` query heads: its `steps_at_heads` value for that head count where it
+    has one (a head count that learns more slowly at the sweep's rates), else `steps`."""
+    at = {int(h): int(n) for h, n in (section.get("steps_at_heads") or {}).items()}
+    return at.get(int(heads), int(section["steps"]))
+
+
 def kv_heads(heads: int, kv_ratio: int) -> int:
     """Key/value groups of `heads` query heads at `kv_ratio` query heads per group (MHA where it does not divide)."""
     return heads // kv_ratio if kv_ratio > 1 and heads % kv_ratio == 0 else heads
@@ -268,7 +275,7 @@ def job_cost(training: dict, task: str, model: str = "own", heads=1) -> float:
     if section["task"] == "teacher_student":  # vectors in and out, no table
         vocab = 0
     weights = section.get("n_layers", 1) * (4 + 3 * section.get("mlp_ratio", 0)) * d * d + vocab * d
-    return 6.0 * len(runs(training, task, model, heads)) * section["steps"] * tokens * weights
+    return 6.0 * len(runs(training, task, model, heads)) * section_steps(section, heads) * tokens * weights
 
 
 def job_priorities(training: dict) -> dict[tuple, int]:
@@ -280,10 +287,19 @@ def job_priorities(training: dict) -> dict[tuple, int]:
 
 
 def job_params(training: dict, task: str, model: str = "own", heads=None) -> dict:
-    """The part of `training:` that defines one job's runs (editing another job's settings reruns only that job)."""
+    """The part of `training:` that defines one job's runs (editing another job's settings reruns only that job:
+    a job's `steps_at_heads` and `lr_at_heads` are resolved to its own head count, where the sweep has them)."""
     section = dict(task_section(training, task, model))
     if heads is not None:
         section["heads"] = [int(heads)]
+        if "steps_at_heads" in section:
+            section["steps"] = section_steps(section, heads)
+            del section["steps_at_heads"]
+        section["optimizers"] = [
+            {k: v for k, v in opt.items() if k != "lr_at_heads"} | {"lr": optimizer_lr(opt, heads)}
+            if "lr_at_heads" in opt else opt
+            for opt in section["optimizers"]
+        ]  # fmt: skip
     common = {k: v for k, v in training.items() if k not in NOT_PER_JOB}
     return common | {"seeds": list(training["seeds"]), "rebalance": list(training["rebalance"]), "tasks": [section]}
 
@@ -298,6 +314,7 @@ def run_config(
     opt = optimizer_entry(section, optimizer)
     fields = {f: section[f] for f in TASK_FIELDS[section["task"]] if f in section}
     fields.update({f: section.get(f, training.get(f)) for f in GLOBAL_FIELDS if f in section or f in training})
+    fields["steps"] = section_steps(section, heads)
     return RunConfig(
         task=section["task"], attention=attention_spec(section, heads), seed=int(seed), rebalance=rebalance,
         device=device,
