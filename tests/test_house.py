@@ -1,4 +1,5 @@
-"""The package's house rules, from its sources: no module of 400 lines or more, no function of 80 lines or more.
+"""The package's house rules, from its sources: no module of 400 lines or more, no function of 80 lines or more;
+each whole-model rule's count and generators under one name.
 
 A long module holds more than one idea and a long function more than one step; split by idea, not by size.
 """
@@ -37,3 +38,24 @@ def test_no_function_of_80_lines_or_more():
     assert functions, "no function found under src/attnid"
     long = [f"{name}: {n} lines" for name, n in functions if n >= MAX_FUNCTION_LINES]
     assert not long, f"functions of {MAX_FUNCTION_LINES} lines or more (split them by step):\n" + "\n".join(long)
+
+
+COUNTS, GENERATORS = SRC / "model" / "counting", SRC / "gauge" / "sources"
+NOT_A_RULE = {"__init__", "limits"}  # limits refuses ranges; it counts nothing
+PARTS = {"first_table": "token_points", "latent": "attention", "rotations": "residual", "writers": None}
+
+
+def test_each_whole_model_rule_has_its_count_and_generators_under_one_name():
+    """model/counting/<rule>.py counts a rule, gauge/sources/<rule>.py writes its generators: a reader finds the
+    certificate's two sides by name. A generator module that is not a rule is a named part of one (or a helper
+    of several, PARTS), and its docstring says whose."""
+    counts = {p.stem for p in COUNTS.glob("*.py")} - NOT_A_RULE
+    sources = {p.stem for p in GENERATORS.glob("*.py")} - {"__init__"}
+    assert counts - sources == set(), "a counting rule without its generators' module of the same name"
+    assert sources - counts == set(PARTS), "a generators module that is neither a rule nor a named part"
+    for part, rule in PARTS.items():
+        doc = ast.get_docstring(ast.parse((GENERATORS / f"{part}.py").read_text())) or ""
+        assert rule is None or f".{rule}" in doc, f"gauge/sources/{part}.py does not say it is part of .{rule}"
+    for rule in counts:
+        doc = ast.get_docstring(ast.parse((GENERATORS / f"{rule}.py").read_text())) or ""
+        assert f"attnid.model.counting.{rule}" in doc, f"gauge/sources/{rule}.py does not name its count"

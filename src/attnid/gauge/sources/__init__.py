@@ -1,49 +1,40 @@
-r"""Every whole-model counting rule as generators at a point: one module per family of sources, as in
-`attnid.model.counting`, each docstring stating the symmetry whose tangent it writes down.
+r"""Every whole-model counting rule as generators at a point: one module per rule, named as the module of
+`attnid.model.counting` that counts it, each docstring stating the symmetry whose tangent it writes down.
 
-    source (breakdown key)                          module
-    attention                                       .attention (per block: GL, RoPE commutant, GQA, biases,
-                                                    q/k norms, latent attention)
-    norm_gain, norm_bias, centring_readers/_writers .norms
-    residual_rotations                              .rotations
-    residual_scale, embeddings,
-    parallel_constants, constant_offsets,
-    head_bias_constants, unread_positions           .stream
-    mlp_hidden, moe_hidden_units, moe_router        .mlp
+    source (breakdown key)                               count and generators (same module name)
+    attention                                            .attention (per block: GL, RoPE commutant, GQA,
+                                                         biases, q/k norms; latent attention in .latent)
+    norm_gain, norm_bias, centring_readers/_writers      .norms
+    residual_scale, residual_rotations,
+    parallel_constants, constant_offsets                 .residual (the rotations' closed forms in .rotations)
+    mlp_hidden, moe_hidden_units, moe_router             .mlp
+    embeddings, unread_positions, token_types,
+    tied_shift, embedding_norm                           .embeddings
     latent_token_points, qk_norm_token_points,
-    first_mlp_table                                 .tokens
-    post-LN models, token_types, tied_shift,
-    mlm_head, norm_bias_offsets                     .post_ln
-    embedding_norm                                  here (BLOOM: beta's ones component)
+    first_mlp_table                                      .token_points (the table's factorisation in .first_table)
+    head_bias_constants                                  .raw_head
+    post-LN models (their norms, scales, offsets)        .post_ln
 
-:func:`generators` returns the groups of a point; a range whose generators are not written down raises
-NotImplementedError naming it (the count refuses what the rules do not cover; this refuses what the
-generators do not cover yet).
+.writers says who writes into the stream (shared by the stream's rules). :func:`generators` returns the groups of
+a point; a range whose generators are not written down raises NotImplementedError naming it (the count refuses
+what the rules do not cover; this refuses what the generators do not cover yet).
 """
 
 from __future__ import annotations
 
-import torch
-
 from ...model.counting.limits import check_countable
 from ...model.counting.residual import Stream
 from ..group import Group
-from ..point import DTYPE, Point
+from ..point import Point
 from .attention import AttentionBlock
+from .embeddings import embedding_norm, position_shift, tied_shift, unread_positions
 from .mlp import hidden_units, router_shift
 from .norms import centring_readers, centring_writers, norm_bias, norm_gain
-from .post_ln import post_ln_groups, tied_shift
-from .rotations import rotation_group
-from .stream import (
-    centred_writers,
-    constant_offsets,
-    parallel_constants,
-    position_shift,
-    raw_head_bias,
-    scale_groups,
-    unread_positions,
-)
-from .tokens import first_mlp_table, latent_token_points, qk_norm_token_points
+from .post_ln import post_ln_groups
+from .raw_head import raw_head_bias
+from .residual import constant_offsets, parallel_constants, rotation_group, scale_groups
+from .token_points import first_mlp_table, latent_token_points, qk_norm_token_points
+from .writers import centred_writers
 
 __all__ = ["generators"]
 
@@ -98,16 +89,3 @@ def pre_ln_groups(point: Point) -> list[Group]:
     groups += position_shift(point, stream) + unread_positions(point) + tied_shift(point)
     groups += embedding_norm(point) + first_mlp_table(point, stream)
     return groups
-
-
-def embedding_norm(point: Point) -> list[Group]:
-    """BLOOM (tied, a final LayerNorm): beta_e's ones component is invisible to every LayerNorm reading the stream."""
-    spec = point.spec
-    if not spec.embedding_norm or point.beta("embed_norm") is None:
-        return []
-    ones = torch.ones(point.d, dtype=DTYPE)
-
-    def fn(c):
-        return {"embed_norm.bias": c[..., :1] * ones}
-
-    return [Group("embedding_norm", "embed_norm.bias_ones", 1, fn, ("embed_norm.bias",))]

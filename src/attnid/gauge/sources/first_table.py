@@ -1,4 +1,5 @@
-r"""Generators of the first MLP's free table from the model's per-token factorisation (source `first_mlp_table`).
+r"""Generators of the first MLP's free table from the model's per-token factorisation (source `first_mlp_table`;
+part of `.token_points`, which returns them).
 
 A one-block parallel pre-LN model without learned positions reads, at a position holding token t, only the
 token's row h_t = E[t] (times the embedding scale, after an embedding norm where there is one). Its logits at

@@ -1,5 +1,5 @@
 r"""Generators of a latent attention block inside a model (DeepSeek's multi-head latent attention; source
-`attention`, counted by `attnid.model.counting.attention`).
+`attention`, counted by `attnid.model.counting.attention`; part of `.attention`).
 
 At the layer level it is counted by `attnid.counting_variants`. Per head gl(u) on the nope query/key, one C^* per
 plane of the shared RoPE key (all heads' rope query columns against W_KR), gl(v) per head on (W_UV, W_O),

@@ -1,5 +1,6 @@
 r"""Generators of post-LN models, x -> Norm(x + f(x)) (BERT, OPT-350m; counted by
-`attnid.model.counting.post_ln`), and of the BERT head (`token_types`, `tied_shift`, `mlm_head`).
+`attnid.model.counting.post_ln`, the same rule's count), and of the BERT head (`mlm_head`; `token_types` and
+`tied_shift` are `.embeddings`').
 
 Between norms the stream is x = n diag(g) + beta, read by the next sublayer f and carried by the skip:
 
@@ -29,7 +30,8 @@ from ..point import DTYPE, Point, Reader, rows_update
 from .attention import AttentionBlock
 from .mlp import hidden_units
 from .norms import centring_readers, centring_writers, contract_input, norm_bias, norm_gain
-from .stream import ones_complement, unread_positions
+from .embeddings import head_norm, tied_shift, token_types, unread_positions
+from .writers import ones_complement
 
 
 def previous_norm(spec, layer: int) -> str | None:
@@ -37,11 +39,6 @@ def previous_norm(spec, layer: int) -> str | None:
     if layer > 0:
         return f"layers.{layer - 1}.norm_2"
     return "embed_norm" if spec.embedding_norm else None
-
-
-def head_norm(spec) -> str:
-    """The norm the head reads: the MLM head's own, else the last block's second norm."""
-    return "mlm_norm" if spec.mlm_head else f"layers.{spec.n_layers - 1}.norm_2"
 
 
 def _compensate(point: Point, readers: list[Reader], norm: str, t: torch.Tensor, out: dict) -> None:
@@ -279,46 +276,3 @@ def _scales(point: Point, attn_readers: dict, mlp_readers: dict) -> list[Group]:
         blocks = tuple(b for b in dict.fromkeys(blocks) if b in point.layout)
         out.append(Group("residual_scale", f"post_ln.scale_{k}", 1, fn, blocks, weak=weak))
     return out
-
-
-def token_types(point: Point) -> list[Group]:
-    """Row 0 of the token types trades with the positions (d); rows 1.. are never read."""
-    spec, d = point.spec, point.d
-    n_types = spec.token_types
-    if not n_types:
-        return []
-    T = spec.seq_len
-
-    def fn(c):
-        w = c[..., :d]
-        out = torch.zeros(*c.shape[:-1], n_types, d, dtype=DTYPE)
-        out[..., 0, :] = w
-        out[..., 1:, :] = c[..., d:].unflatten(-1, (n_types - 1, d))
-        return {"token_type": out, "pos": rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}
-
-    return [Group("token_types", "embeddings.token_types", n_types * d, fn, ("token_type", "pos"))]
-
-
-def tied_shift(point: Point) -> list[Group]:
-    """A tied head after a LayerNorm with learned positions: E_t + a / g_h, positions - a / g_h (module docstring)."""
-    spec = point.spec
-    reads_norm = spec.final_norm or spec.norm_position == "post"
-    if not (spec.tied and point.layernorm and reads_norm and spec.positions == "learned"):
-        return []
-    if not (spec.lm_head_bias or not spec.norm_bias):
-        return []
-    hn = "final_norm" if spec.final_norm else head_norm(spec)
-    inv = 1.0 / point.gain(hn)
-    beta = point.beta(hn)
-    V, T = spec.vocab_size, spec.seq_len
-
-    def fn(c):
-        a = c[..., :1] * inv  # (..., d)
-        res = {"embed": a[..., None, :].expand(*a.shape[:-1], V, point.d),
-               "pos": rows_update(point, "pos", -a[..., None, :].expand(*a.shape[:-1], T, point.d))}  # fmt: skip
-        if beta is not None and spec.lm_head_bias:
-            res["unembed_bias"] = -(c[..., :1] * (beta @ inv)).expand(*c.shape[:-1], V)
-        return res
-
-    blocks = ("embed", "pos") + (("unembed_bias",) if spec.lm_head_bias else ())
-    return [Group("tied_shift", "embeddings.tied_shift", 1, fn, blocks)]

@@ -1,5 +1,5 @@
-r"""Generators of the residual stream's rotations in a pre-LN model (source `residual_rotations`; counted by
-`attnid.model.counting.residual`).
+r"""The residual stream's rotations in a pre-LN model, the group `.residual.rotation_group` returns (source
+`residual_rotations`; counted by `attnid.model.counting.residual`).
 
 The stream h -> h (I + Xi): every writer X -> X (I + Xi); a norm reading the stream sees only its centred,
 normalised part, which moves by the rotation A of Xi (A antisymmetric; on 1^perp after a LayerNorm, A 1 = 0),
@@ -20,10 +20,9 @@ import math
 
 import torch
 
-from ...model.counting.residual import Stream
 from ..group import Group, along_input, along_output
 from ..point import DTYPE, Point, rows_update
-from .stream import ones_complement, stream_writers
+from .writers import ones_complement, stream_writers
 
 
 class StreamRotations:
@@ -148,20 +147,6 @@ class StreamRotations:
             M = M - v[self.head] @ point.w[self.head].mT
         Mq = Q.mT @ M @ Q
         return Mq[:, iu[0], iu[1]] - Mq[:, iu[1], iu[0]]
-
-
-def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
-    """The stream's rotations (and, raw head after LayerNorms, its shear): module docstring; None where the
-    model fixes the stream's frame (a tied head after a final norm, output norms, an embedding norm)."""
-    spec = point.spec
-    if spec.tied and spec.final_norm or spec.output_norms or spec.embedding_norm:
-        return None
-    rot = StreamRotations(point, readers)
-    meta = {"Q": rot.Q, "writers": rot.writers, "readers": readers, "head": rot.head}
-    if not rot.shear:
-        meta["action"], meta["adjoint"] = rot.action, rot.adjoint
-    return Group("residual_rotations", "stream.rotations", rot.n, rot.tangent, rot.blocks(),
-                 gram=None if rot.shear else rot.gram, meta=meta)  # fmt: skip
 
 
 def input_gram(W: torch.Tensor, axis: int) -> torch.Tensor:

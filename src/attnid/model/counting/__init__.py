@@ -28,6 +28,9 @@ because they act on different coordinates. Each source is one function, its prop
     head_bias_constants             raw_head_bias (no final norm)                      .raw_head
     post-LN models                  post_ln_terms                                      .post_ln
 
+Each rule's generators (the whole-model certificate's other side) are in the module of the same name in
+`attnid.gauge.sources` (limits excepted: it refuses, it does not count).
+
 Everything else (head sizes above d_model, GQA, RoPE, attention biases) enters through the attention
 source. Blocks that differ (`ModelSpec.layers`) add their own per-block terms; the norms' gauge and the
 stream's are the model's. Ranges the rules do not cover are refused by name first

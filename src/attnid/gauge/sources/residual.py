@@ -1,13 +1,12 @@
-r"""Generators of the residual stream of a pre-LN model, its rotations aside (sources `residual_scale`,
-`parallel_constants`, `constant_offsets`, `head_bias_constants`, `embeddings`, `unread_positions`; counted by
-`attnid.model.counting.residual`, `.raw_head` and `.embeddings`; the rotations are `.rotations`).
+r"""Generators of the residual stream of a pre-LN model (sources `residual_scale`, `parallel_constants`,
+`constant_offsets`, `residual_rotations`; counted by `attnid.model.counting.residual`, the same rule's count).
 
     scale      every writer dX = X: the norms are scale invariant (weakly identified for eps > 0); with no
                final norm the unembedding takes dU = -U; a tied head E^T takes the final norm's gain (and beta)
                dg = -g; sublayer output norms make their input's scale free too (dW_O = W_O, dW_down = W_down)
     constants  a constant written into the stream (b_O, a down bias, a value bias whose constant is 1) trades
                with another writer's, with a shift of E or the positions along 1, or with a head bias
-    positions  learned positions and untied E enter only through their sum; rows beyond seq_len are unread
+    rotations  h -> h (I + Xi): :func:`rotation_group`, its closed-form Gram and action in `.rotations`
 """
 
 from __future__ import annotations
@@ -17,35 +16,9 @@ import torch
 from ...model.counting.residual import Stream
 from ..group import Group
 from ..point import DTYPE, Point, rows_update
-
-
-def ones_complement(d: int) -> torch.Tensor:
-    """Q (d, d - 1): an orthonormal basis of 1^perp (QR of the centring matrix's first d - 1 columns)."""
-    C = torch.eye(d, dtype=DTYPE) - 1.0 / d
-    return torch.linalg.qr(C[:, : d - 1]).Q
-
-
-def stream_writers(point: Point) -> list[str]:
-    """Every block writing into the stream (embeddings side first), for the rotations and the scale."""
-    spec = point.spec
-    out = list(point.embedding_writers())
-    for i in range(spec.n_layers):
-        if spec.output_norms:
-            out += [n for n in (f"layers.{i}.out_norm_1.gain", f"layers.{i}.out_norm_1.bias",
-                                f"layers.{i}.out_norm_2.gain", f"layers.{i}.out_norm_2.bias") if n in point.layout]  # fmt: skip
-        else:
-            out += point.block_writers(i)
-    return out
-
-
-def centred_writers(point: Point) -> list[str]:
-    """Writers whose rows may move along 1 when every reader is a LayerNorm (E untied, positions, block writers)."""
-    spec = point.spec
-    out = [] if spec.tied or spec.embedding_norm else ["embed"]
-    out += ["pos"] if "pos" in point.layout and not spec.embedding_norm else []
-    for i in range(spec.n_layers):
-        out += point.block_writers(i)
-    return out
+from .raw_head import head_of_raw_stream
+from .rotations import StreamRotations
+from .writers import ones_complement, stream_writers
 
 
 def scale_groups(point: Point, stream: Stream) -> list[Group]:
@@ -114,17 +87,6 @@ def parallel_constants(point: Point, stream: Stream) -> list[Group]:
     return out
 
 
-def _head_of_raw_stream(point: Point):
-    """(v (d,) -> the V-vector v U a raw-stream head adds to every position's logits), or None without a head
-    bias reading the raw stream (U = E^T when tied)."""
-    from ...model.counting.raw_head import absorbs_constants
-
-    if not absorbs_constants(point.spec):
-        return None
-    U = point.w["embed"].mT if point.spec.tied else point.w["unembed"]  # (d, V)
-    return lambda v: v @ U
-
-
 def _value_ones(point: Point, layer: int):
     """(block, value) realising a value bias y* whose constant sum_g y*_g S_g is the ones vector, or None when
     the layer cannot write one (no effective value bias, or 1 outside the row space of the stacked S_g)."""
@@ -172,7 +134,7 @@ def constant_offsets(point: Point, stream: Stream) -> list[Group]:
                 writers.append((name, value.permute(1, 0, 2) if name.endswith("W_V") else value))
     if not writers:
         return []
-    head = _head_of_raw_stream(point)
+    head = head_of_raw_stream(point)
     blocks = tuple(dict.fromkeys(n for n, _ in writers))
     if stream.offset:
         shift = "pos" if spec.tied else "embed"
@@ -210,68 +172,15 @@ def constant_offsets(point: Point, stream: Stream) -> list[Group]:
     return [Group("constant_offsets", "stream.constant_offsets", n, trades, blocks)] if n else []
 
 
-def raw_head_bias(point: Point, stream: Stream) -> list[Group]:
-    """A head bias c on the raw stream (counting.raw_head): the last block's MLP down bias y with dc = -y U (y in
-    1^perp where its ones component trades already), and, with a shift (`offset`), E or the positions along 1
-    with dc = -1 U."""
-    from ...model.counting.raw_head import raw_head_bias as count
-
-    spec, d = point.spec, point.d
-    head = _head_of_raw_stream(point)
-    if head is None or not count(spec, stream.offset or stream.pinned, stream.offset):
-        return []
-    if spec.parallel:
-        raise NotImplementedError("a raw-stream head bias after parallel blocks")
-    out = []
-    last = spec.n_layers - 1
-    if spec.layer_specs[-1].mlp.bias:
-        basis = ones_complement(d).mT if (stream.offset or stream.pinned) else torch.eye(d, dtype=DTYPE)
-        down = f"layers.{last}.mlp.down_bias"
-
-        def fn(c):
-            y = c @ basis
-            return {down: y, "unembed_bias": -head(y)}
-
-        out.append(Group("head_bias_constants", "head.down_bias", basis.shape[0], fn, (down, "unembed_bias")))
-    if stream.offset:
-        shift = "pos" if spec.tied else "embed"
-        rows = point.writer_rows(shift).shape[0]
-        ones = torch.ones(d, dtype=DTYPE)
-
-        def shift_fn(c):
-            return {shift: rows_update(point, shift, c[..., :1, None].expand(*c.shape[:-1], rows, d) * ones),
-                    "unembed_bias": -c[..., :1] * head(ones)}  # fmt: skip
-
-        out.append(Group("head_bias_constants", "head.shift", 1, shift_fn, (shift, "unembed_bias")))
-    return out
-
-
-def position_shift(point: Point, stream: Stream) -> list[Group]:
-    """Learned positions and untied E enter only through their sum: dE = 1 w^T, dpos = -1 w^T."""
-    spec, d = point.spec, point.d
-    if spec.positions != "learned" or spec.tied:
-        return []
-    basis = ones_complement(d).mT if stream.d_out < d else torch.eye(d, dtype=DTYPE)
-    V, T = spec.vocab_size, spec.seq_len
-
-    def fn(c):
-        w = c @ basis  # (..., d)
-        return {"embed": w[..., None, :].expand(*w.shape[:-1], V, d),
-                "pos": rows_update(point, "pos", -w[..., None, :].expand(*w.shape[:-1], T, d))}  # fmt: skip
-
-    return [Group("embeddings", "embeddings.position_shift", basis.shape[0], fn, ("embed", "pos"))]
-
-
-def unread_positions(point: Point) -> list[Group]:
-    """Position rows beyond seq_len are never read: d free entries each."""
-    spec, d = point.spec, point.d
-    if spec.positions != "learned" or spec.seq_len == spec.max_positions:
-        return []
-    T, used = spec.max_positions, spec.seq_len
-
-    def fn(c):
-        out = torch.zeros(*c.shape[:-1], T, d, dtype=DTYPE)
-        out[..., used:, :] = c.unflatten(-1, (T - used, d))
-        return {"pos": out}
-
-    return [Group("unread_positions", "embeddings.unread_positions", (T - used) * d, fn, ("pos",))]
+def rotation_group(point: Point, stream: Stream, readers: dict) -> Group | None:
+    """The stream's rotations (and, raw head after LayerNorms, its shear): `.rotations`; None where the
+    model fixes the stream's frame (a tied head after a final norm, output norms, an embedding norm)."""
+    spec = point.spec
+    if spec.tied and spec.final_norm or spec.output_norms or spec.embedding_norm:
+        return None
+    rot = StreamRotations(point, readers)
+    meta = {"Q": rot.Q, "writers": rot.writers, "readers": readers, "head": rot.head}
+    if not rot.shear:
+        meta["action"], meta["adjoint"] = rot.action, rot.adjoint
+    return Group("residual_rotations", "stream.rotations", rot.n, rot.tangent, rot.blocks(),
+                 gram=None if rot.shear else rot.gram, meta=meta)  # fmt: skip
