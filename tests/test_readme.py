@@ -91,3 +91,37 @@ def test_the_coverage_output_shown_is_the_output():
         if shown != "...":
             assert shown in lines, shown
     assert block[-1] == lines[-1]
+
+
+def layout_entries() -> list[tuple[Path, str]]:
+    """(folder, name) of every entry of the README's layout tree: a name's folder is the last folder named two
+    columns to its left (the repository at column 0); a description's continuation lines are skipped."""
+    block = README.split("## Layout", 1)[1].split("```")[1]
+    folders, out = {}, []
+    for line in block.splitlines()[1:]:
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent >= 20:
+            continue
+        base = ROOT if indent == 0 else folders[indent - 2]
+        for name in re.split(r"\s{2,}", line.strip())[0].split(", "):
+            out.append((base, name))
+            if name.endswith("/"):
+                folders[indent] = base / name
+    return out
+
+
+def _exists(base: Path, name: str) -> bool:
+    if "*" in name:
+        return any(base.glob(name))
+    return (base / name).exists() or (base / f"{name}.py").exists()
+
+
+def test_the_layout_tree_is_the_tree():
+    """Every entry of the README's layout exists, and every module and package of src/attnid and of
+    src/attnid/model is in it: a rename or a new module leaves the front door wrong otherwise."""
+    entries = layout_entries()
+    assert [f"{b.relative_to(ROOT)}/{n}" for b, n in entries if not _exists(b, n)] == []
+    for folder in (ROOT / "src" / "attnid", ROOT / "src" / "attnid" / "model"):
+        named = {n.rstrip("/").removesuffix(".py") for b, n in entries if b == folder}
+        real = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+        assert sorted(real - named - {"__init__", "__main__"}) == [], f"{folder.relative_to(ROOT)}: not in the README"
