@@ -89,7 +89,6 @@ def attention(
     if x.shape[-1] != spec.d_model:
         raise ValueError(f"input has last dimension {x.shape[-1]}, spec {spec.label} needs d_model={spec.d_model}")
     T = x.shape[1]
-    groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
 
     if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
         q, k, v = latent_qkv(x, w, spec)
@@ -113,7 +112,9 @@ def attention(
         q, k = apply_rope(q, angles[..., -1:, :] if last_only else angles), apply_rope(k, angles)
     if after_rope:
         q, k = normalize_qk(q, k, w, spec)
-    k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v): share each group's key/value
+    if spec.group_size > 1:  # GQA: each query head reads its group's key/value (MHA: no copy, no scatter back)
+        groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
+        k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)
 
     scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, T)
     scores = adjust_scores(scores, spec)  # softcapping, ALiBi, sliding window
