@@ -1,8 +1,13 @@
 # The text corpus of the `text` training task: the docstrings of one pinned installed package (config
 # `training.corpus`), split by file, tokenised by a byte-level BPE trained in the build
 # (attnid.training.corpus). Built only when a training task is `text`; its jobs and provenance read it.
+from attnid.training.runs import job_priorities
+
 CORPUS_DIR = f"{RESULTS}/corpus"
 CORPUS_USED = any(t["task"] == "text" for t in config["training"]["tasks"])
+# Above every training job's: the longest jobs (text at d_model 128) wait for the corpus, and a ready job of
+# higher priority would start first (paper build of 4c8ee9d: the corpus ran at minute 45, after every other job).
+CORPUS_PRIORITY = max(job_priorities(config["training"]).values(), default=0) + 1
 
 
 rule corpus:
@@ -20,6 +25,7 @@ rule corpus:
     conda:
         CONDA_ENV
     threads: 2  # the tokenizer's thread pool (RAYON_NUM_THREADS)
+    priority: CORPUS_PRIORITY
     params:
         corpus=config["training"].get("corpus", {}),
     script:
