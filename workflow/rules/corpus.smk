@@ -5,8 +5,10 @@ from attnid.training.runs import job_priorities
 
 CORPUS_DIR = f"{RESULTS}/corpus"
 CORPUS_USED = any(t["task"] == "text" for t in config["training"]["tasks"])
-# Above every training job's: the longest jobs (text at d_model 128) wait for the corpus, and a ready job of
-# higher priority would start first (paper build of 4c8ee9d: the corpus ran at minute 45, after every other job).
+# Above every training job's, and one thread: the longest jobs (text at d_model 128) wait for the corpus. With
+# two threads the scheduler preferred two one-thread training jobs to it whenever two cores were free (paper
+# build of 4c8ee9d: the corpus ran at minute 45, after every other job; at priority 20 and two threads, again
+# last).
 CORPUS_PRIORITY = max(job_priorities(config["training"]).values(), default=0) + 1
 
 
@@ -24,7 +26,7 @@ rule corpus:
         benchfile("corpus")
     conda:
         CONDA_ENV
-    threads: 2  # the tokenizer's thread pool (RAYON_NUM_THREADS)
+    threads: 1  # the tokenizer's thread pool (RAYON_NUM_THREADS); more would let training jobs go first
     priority: CORPUS_PRIORITY
     params:
         corpus=config["training"].get("corpus", {}),
