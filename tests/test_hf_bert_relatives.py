@@ -103,3 +103,26 @@ def test_self_check_of_one_of_each_kind(mt):
     if mt in WHOLE:
         assert whole["measured"] == whole["count"] == WHOLE[mt]
 
+
+
+@pytest.mark.selfcheck
+@pytest.mark.parametrize("pad", [1, 3])
+def test_roberta_pad_row_measures_the_derived_rule(pad):
+    """Why the RoBERTas stay layers only (attnid.hf.mapping.bert): the real class's Jacobian measures the
+    learned-positions rule minus d (the pad's row is read) plus 2 (its ones component, the pad's own tied shift),
+    with one more weak direction (the pad's own scale); the count has no rule for that row."""
+    import dataclasses
+
+    from attnid.hf.check import MIN_EPS, _whole_row
+
+    torch.set_num_threads(1)
+    tiny = tiny_config({**default_config("roberta"), "pad_token_id": pad})
+    spec = dataclasses.replace(model_spec(tiny, seq_len=SEQ_LEN), not_modelled=())
+    rule = count_model(spec)
+
+    def builder(eps):
+        return lambda at, seed=0: build_real_model(real_class(tiny), tiny, seed, eps if at is None else at)
+
+    row = _whole_row(real_class(tiny), spec, builder, 0, 3.0, MIN_EPS, True)
+    assert row["measured"] == row["measured_half"] == rule.unidentified - spec.d_model + 2, row
+    assert row["weak_measured"] == rule.weakly_identified + 1, row

@@ -35,7 +35,9 @@ FIXED = (
     (("pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
 )
 # widths of embeddings of their own (ELECTRA, RemBERT, RoCBert, RoFormer): d where the config's equal d, else 2 d
-EMBEDDING_KEYS = ("embedding_size", "input_embedding_size", "output_embedding_size", "pronunciation_embed_dim", "shape_embed_dim")
+EMBEDDING_KEYS = (
+    "embedding_size", "input_embedding_size", "output_embedding_size", "pronunciation_embed_dim", "shape_embed_dim",
+)
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
 SECTIONS = ("attn_config", "ffn_config")  # sub-configs holding some of those keys (MPT, DBRX)

@@ -6,7 +6,8 @@ Gemma's w ~ N(0, 0.3^2), biases N(0, 0.3^2)), and `forward(theta, tokens)` runs 
 `torch.func.functional_call` (tied weights stay tied) inside `attnid.hf.modules.KeepFloat64`, so
 the library's float32 casts become float64 ones. A `padding_idx` would zero one embedding row's
 gradient although the forward pass reads it: the pad token is set to None (kept where the class counts position
-ids from it: RoBERTa) and every embedding's `padding_idx` cleared. :data:`TINY` holds the tiny configs of the whole-model grid.
+ids from it: RoBERTa) and every embedding's `padding_idx` cleared. :data:`TINY` holds the tiny configs of the
+whole-model grid.
 """
 
 from __future__ import annotations
