@@ -155,9 +155,7 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     called as the model calls it (its mask and position embeddings for those B sequences of T tokens)."""
     model = copy.deepcopy(real.module)
     prefix, module = attention_modules(model)[layer]
-    output = getattr(module, "output", None)  # BERT: the block's LayerNorm after the residual add is not attention
-    if output is not None and hasattr(output, "LayerNorm"):
-        output.LayerNorm = torch.nn.Identity()
+    _drop_block_norms(module)
     names = [n for n, _ in module.named_parameters()]
     shapes = [tuple(p.shape) for _, p in module.named_parameters()]
     layout = FlatLayout(zip(names, shapes, strict=True), f"layer {layer}")
@@ -180,6 +178,19 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
         return _attention_output(out, spec.d_model)
 
     return f, theta, x, layout.size
+
+
+BLOCK_NORMS = ("LayerNorm", "ln", "self_attn_layer_norm")
+
+
+def _drop_block_norms(module) -> None:
+    """The block's LayerNorms that an encoder's attention module holds are not attention: BERT's after the residual
+    add (output.LayerNorm), its pre-LN relatives' before attention (Megatron-BERT's ln, RoBERTa-PreLayerNorm's
+    LayerNorm, XLM-RoBERTa-XL's self_attn_layer_norm). Each becomes the identity."""
+    for owner in (module, getattr(module, "output", None)):  # q/k norms (Persimmon's q_layernorm) are attention
+        for name in BLOCK_NORMS:
+            if isinstance(getattr(owner, name, None), torch.nn.LayerNorm):
+                setattr(owner, name, torch.nn.Identity())
 
 
 def _attention_output(out, d: int):

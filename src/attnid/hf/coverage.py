@@ -77,10 +77,12 @@ def category_of(reason: str) -> str:
 # (models/dbrx/modeling_dbrx.py; the rotary tables read rope_parameters, so any value builds the same model; the
 # published configs set 500000); DbrxAttention clamps q/k/v with clamp(min=-clip_qkv, max=clip_qkv), which raises
 # when clip_qkv is None, the class's default (databricks/dbrx-base, config.json: attn_config.clip_qkv 8; the
-# shrunk model's q/k/v stay far below it, so the clamp changes no count).
+# shrunk model's q/k/v stay far below it, so the clamp changes no count); XmodModel raises without a language
+# (lang_ids or default_language; modeling_xmod.py), which XmodConfig leaves None: its one language, en_XX.
 CLASS_DEFAULT_GAPS = {
     "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
     "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
+    "xmod": {"default_language": "en_XX"},
 }
 
 

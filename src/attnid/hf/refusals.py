@@ -33,7 +33,6 @@ CATEGORIES = (
 
 _LLAMA = "Llama's block"
 _BERT = "BERT's post-LN encoder"
-_ROBERTA = f"{_BERT} with RoBERTa's positions (ids from padding_idx + 1)"
 _DSV3_ROUTER = "DeepSeek-V3's router (sigmoid scores, group-limited top-k, shared experts)"
 _GDN = "Gated DeltaNet (linear attention) layers"
 _V_NORM = "a gain-free RMSNorm on every value head (v_norm)"
@@ -141,21 +140,16 @@ REASONS: dict[str, str] = {
     "arcee": f"not yet mapped: {_LLAMA} with an up/down MLP of ReLU squared (NemotronMLP, hidden_act relu2; no kind for it)",
     "aria_text": f"not yet mapped: {_LLAMA} with experts (top-k logits, then softmax) and shared experts (AriaTextMoELayer)",
     "axk1": "not yet mapped: DeepSeek-V3's latent attention (q_a_proj biased by attention_bias) and experts; dense layers by mlp_layer_types",
-    "bert-generation": f"not yet mapped: {_BERT} without token types; its head is one Linear (BertGenerationOnlyLMHead)",
     "biogpt": "not yet mapped: OPT's pre-LN block (learned positions at an offset of 2) with embeddings scaled by sqrt(d) (scale_embedding)",
-    "camembert": f"not yet mapped: {_ROBERTA}",
     "codegen": "not yet mapped: GPT-J's parallel block with a fused q/k/v projection in mp_num = 4 blocks (qkv_proj)",
     "cohere": "not yet mapped: a parallel block with one bias-free LayerNorm, logits times logit_scale; use_qk_norm (off): a gain per head",
     "cohere2": "not yet mapped: Cohere's parallel block; RoPE only in the sliding-window layers, no positions in the others",
     "cohere2_moe": "not yet mapped: Cohere-2's parallel block with experts (top-k, then softmax or sigmoid) and shared experts",
     "ctrl": "not yet mapped: pre-LN blocks with fixed sinusoidal positions (no such positions kind), embeddings times sqrt(d)",
     "cwm": f"not yet mapped: {_LLAMA} with sliding-window and full layers (layer_types) and llama3 rotary scaling",
-    "data2vec-text": f"not yet mapped: {_ROBERTA}",
     "dbrx": "not yet mapped: GQA with a fused, clamped Wqkv (clip_qkv) in bias-free LayerNorm blocks; softmax top-k experts, p-norm weights",
     "dots1": f"not yet mapped: Qwen3's attention (per-head q/k RMSNorm) with DeepSeek-V3's blocks and {_DSV3_ROUTER}",
-    "electra": f"not yet mapped: {_BERT} with factorised embeddings (embedding_size 128 projected to hidden_size, embeddings_project)",
     "emu3": f"not yet mapped: Emu3's text model is {_LLAMA} (Emu3Config wraps it with a VQ-VAE image tokenizer)",
-    "ernie": f"not yet mapped: {_BERT} with a task-type embedding table when use_task_id (off by default)",
     "ernie4_5": f"not yet mapped: {_LLAMA} with use_bias on q/k/v/o and the MLP",
     "ernie4_5_moe": "not yet mapped: Ernie-4.5's block with softmax experts (selection corrected by moe_statics) in an interval of layers",
     "exaone": f"not yet mapped: LlamaForCausalLM under its own config class (ExaoneConfig, {_LLAMA}'s keys)",
@@ -184,7 +178,6 @@ REASONS: dict[str, str] = {
     "jais2": f"not yet mapped: {_LLAMA} with LayerNorms and an up/down ReLU-squared MLP (hidden_act relu2; no kind for it)",
     "kolibri1": "not yet mapped: EXAONE-4's attention in GLM-4's sandwich-norm blocks with sigmoid experts (e_score_correction_bias)",
     "longcat_flash": "not yet mapped: two latent-attention sublayers and two MLPs per layer, a shortcut MoE with zero (identity) experts",
-    "megatron-bert": "not yet mapped: BERT with pre-LN blocks (a LayerNorm before attention and MLP, one after the stack)",
     "mellum": "not yet mapped: Qwen3-MoE's attention and experts with sliding-window layers; dense layers by mlp_layer_types",
     "mimo_v2_flash": "not yet mapped: value heads of their own size, sliding layers with twice the key/value heads and sinks; experts",
     "minicpm3": "not yet mapped: DeepSeek-V2's latent attention in dense blocks; residuals times scale_depth / sqrt(L), scaled logits",
@@ -203,12 +196,6 @@ REASONS: dict[str, str] = {
     "persimmon": "not yet mapped: LayerNorms, fused biased q/k/v, partial rotary (0.5), per-head q/k LayerNorm; a ReLU-squared MLP (no kind)",
     "phimoe": "not yet mapped: Mixtral's block with LayerNorms (gain and bias) and the SparseMixer router (sparsemixer)",
     "qwen2_moe": "not yet mapped: Qwen2's attention with softmax top-k experts and a shared expert behind a sigmoid gate",
-    "rembert": f"not yet mapped: {_BERT} with decoupled embeddings (input_embedding_size 256, output_embedding_size 1664)",
-    "roberta": f"not yet mapped: {_ROBERTA}",
-    "roberta-prelayernorm": "not yet mapped: RoBERTa with pre-LN blocks (a LayerNorm before attention and MLP)",
-    "roc_bert": f"not yet mapped: {_BERT} with pronunciation and shape embeddings concatenated to the tokens'",
-    "roformer": f"not yet mapped: {_BERT} with rotary q/k and no position table; rotary_value rotates values too (off by default)",
-    "sarvam_mla": "not yet mapped: DeepseekV3ForCausalLM under its own config class (SarvamMLAConfig)",
     "sarvam_moe": "not yet mapped: Glm4MoeForCausalLM under its own config class (SarvamMoEConfig, per-head q/k norm on)",
     "seed_oss": f"not yet mapped: {_LLAMA}; q/k/v biased by attention_bias, o_proj by attention_out_bias",
     "smollm3": f"not yet mapped: {_LLAMA} with every fourth layer without RoPE (no_rope_layers)",
@@ -218,8 +205,5 @@ REASONS: dict[str, str] = {
     "vaultgemma": "not yet mapped: Gemma-2's block without the norms on the sublayer outputs",
     "xglm": "not yet mapped: pre-LN blocks with fixed sinusoidal positions (offset 2; no such positions kind), embeddings times sqrt(d)",
     "xlm": f"not yet mapped: {_BERT} (embedding LayerNorm) with language embeddings (n_langs, use_lang_emb)",
-    "xlm-roberta": f"not yet mapped: {_ROBERTA}",
-    "xlm-roberta-xl": "not yet mapped: RoBERTa with pre-LN blocks (a LayerNorm before attention and MLP, one after the stack)",
-    "xmod": f"not yet mapped: {_ROBERTA} and a bottleneck adapter per language in every layer (X-MOD)",
     "youtu": "not yet mapped: DeepSeek-V3's latent attention in dense Llama blocks (no experts)",
 }

@@ -14,7 +14,7 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import model_spec, model_type, text_config
+from .mapping import model_spec, model_type, text_config, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
@@ -32,6 +32,11 @@ FIXED = (
     (("qk_nope_head_dim",), 4),
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
+    (("pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
+)
+# widths of embeddings of their own (ELECTRA, RemBERT, RoCBert, RoFormer): d where the config's equal d, else 2 d
+EMBEDDING_KEYS = (
+    "embedding_size", "input_embedding_size", "output_embedding_size", "pronunciation_embed_dim", "shape_embed_dim",
 )
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
@@ -129,8 +134,12 @@ def tiny_config(cfg: dict) -> dict:
         tiny["max_window_layers"] = 1
     if isinstance(tiny.get("mlp_only_layers"), list):
         tiny["mlp_only_layers"] = [kept.index(i) for i in tiny["mlp_only_layers"] if i in kept]
+    for key in EMBEDDING_KEYS:
+        if tiny.get(key) is not None:
+            tiny[key] = WIDTH if tiny[key] == cfg.get("hidden_size") else 2 * WIDTH
     _set(tiny, defaults, LAYER_KEYS, len(kept))
-    _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
+    rows = SEQ_LEN + unread_position_rows(cfg)  # RoBERTa's table: padding_idx + 1 rows before the first token's
+    _set(tiny, defaults, POSITION_KEYS, rows if spec.positions == "learned" else POSITIONS)
     return _data_limited_table(tiny, spec)
 
 

@@ -5,8 +5,9 @@ draws a generic point (weights N(0, 1/fan_in), embeddings N(0, 1), norm gains 1 
 Gemma's w ~ N(0, 0.3^2), biases N(0, 0.3^2)), and `forward(theta, tokens)` runs it through
 `torch.func.functional_call` (tied weights stay tied) inside `attnid.hf.modules.KeepFloat64`, so
 the library's float32 casts become float64 ones. A `padding_idx` would zero one embedding row's
-gradient although the forward pass reads it: the pad token is set to None and every embedding's
-`padding_idx` cleared. :data:`TINY` holds the tiny configs of the whole-model grid.
+gradient although the forward pass reads it: the pad token is set to None (kept where the class counts position
+ids from it: RoBERTa) and every embedding's `padding_idx` cleared. :data:`TINY` holds the tiny configs of the
+whole-model grid.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def real_config(cfg: dict):
     eager attention, no special tokens (a pad row would lose its gradient), experts gathered per choice."""
     import transformers
 
-    kwargs = {k: v for k, v in {**cfg, **_COMMON}.items() if k != "model_type" and not k.startswith("_")}
+    kwargs = {k: v for k, v in {**cfg, **_token_ids_read(cfg)}.items() if k != "model_type" and not k.startswith("_")}
     fields = getattr(transformers.CONFIG_MAPPING[cfg["model_type"]], "__dataclass_fields__", {})
     for key in _COMMON:  # a class that types a token id as int (CWM, ModernBERT's decoder): row 0, no padding row
         if key in fields and fields[key].type in (int, "int"):
@@ -240,6 +241,16 @@ def real_config(cfg: dict):
     if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     return config
+
+
+def _token_ids_read(cfg: dict) -> dict:
+    """The special token ids of the real config: none (_COMMON), except a pad token id that the class reads its
+    position ids from (RoBERTa: padding_idx, `attnid.hf.mapping.unread_position_rows`), which stays the config's."""
+    from ..hf.mapping import MAPPERS, unread_position_rows
+
+    if cfg.get("model_type") in MAPPERS and cfg.get("pad_token_id") is not None and unread_position_rows(cfg):
+        return {k: v for k, v in _COMMON.items() if k != "pad_token_id"}
+    return _COMMON
 
 
 def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:

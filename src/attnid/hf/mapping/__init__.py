@@ -25,7 +25,8 @@ does not map; NAME_MAPS = {model_type: names} writes its classes' parameters ont
                GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE
     parallel   GPT-J, CodeGen, GPT-NeoX (and its Japanese), Phi, Falcon (parallel blocks)
     bloom      BLOOM
-    bert       BERT (as BertForMaskedLM)
+    bert       BERT (as BertForMaskedLM) and its relatives (ERNIE, BERT-Generation, Megatron-BERT, the RoBERTas,
+               ELECTRA, RemBERT, RoCBert, RoFormer)
     modernbert ModernBERT's decoder (per layer)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
@@ -116,11 +117,19 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
     layers, fields = MAPPERS[mt](cfg, mt)
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
+    unread = fields.pop("unread_position_rows", 0)  # rows of the table no token of a full sequence reads
     if seq_len is None:
-        seq_len = most if most is not None else DEFAULT_SEQ_LEN
+        seq_len = most - unread if most is not None else DEFAULT_SEQ_LEN
     max_positions = (most or seq_len) + fields.pop("position_offset", 0)  # rows before the offset are never read
     if fields["positions"] != "learned":  # no table: the model takes any length
         max_positions = max(max_positions, seq_len)
     return ModelSpec.from_layers(
         layers, vocab_size=read_int(cfg, "vocab_size"), max_positions=max_positions, seq_len=seq_len, **fields
     )
+
+
+def unread_position_rows(cfg: dict) -> int:
+    """Rows of a config's learned position table that no token of a sequence of the longest length reads
+    (RoBERTa's first padding_idx + 1: its real tokens' position ids start there), 0 for most types."""
+    mt = model_type(cfg)
+    return MAPPERS[mt](text_config(cfg), mt)[1].get("unread_position_rows", 0)

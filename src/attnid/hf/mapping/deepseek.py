@@ -6,7 +6,7 @@ default; scale_emb, scale_depth / sqrt(L) on every sublayer's output and hidden_
 logits are nonzero constants: count-neutral). The latent RMSNorms take the class default eps 1e-6, not
 rms_norm_eps (DeepseekV3Attention, MiniCPM3Attention build them with the default). GLM-4.7-Flash
 (glm4_moe_lite) is DeepSeek-V3's attention (Glm4MoeLiteAttention) with GLM-4.5's experts, its dense blocks by
-mlp_layer_types (default: the first only)."""
+mlp_layer_types (default: the first only). Sarvam-MLA (sarvam_mla) is DeepSeek-V3 under its own config class."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ from .experts import experts
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, routed_layers
 from .names import expert_names, head_names, heads, linear, mlp_linear, norm, out_heads, rope_perm, same
 
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "sarvam_mla")
+# a config class of its own over DeepSeek-V3's classes -> (the type whose classes build it, its class defaults that
+# differ): SarvamMLAConfig (models/sarvam_mla/modular_sarvam_mla.py) is DeepseekV3Config routing over one group
+# (n_group, topk_group 1) with the first block dense, built as DeepseekV3ForCausalLM
+CLASS_OF = {"sarvam_mla": ("deepseek_v3", {"n_group": 1, "topk_group": 1, "first_k_dense_replace": 1})}
 DENSE_TYPES = ("youtu", "minicpm3")
 TIED_DEFAULTS = ("youtu", "minicpm3")
 
@@ -43,6 +47,9 @@ def _fields(cfg: dict, mt: str, not_modelled: list) -> dict:
 
 
 def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    if mt in CLASS_OF:
+        mt, defaults = CLASS_OF[mt]
+        cfg = {**defaults, **{k: v for k, v in cfg.items() if v is not None}}
     attention = _latent_attention(cfg, mt)
     n_layers = read_int(cfg, "num_hidden_layers")
     activation = read_str(cfg, "hidden_act", default="silu")
@@ -106,4 +113,4 @@ def deepseek_names(spec, cfg: dict) -> list[tuple]:
     return e
 
 
-NAME_MAPS = dict.fromkeys(("deepseek_v2", "deepseek_v3"), deepseek_names)
+NAME_MAPS = dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla"), deepseek_names)
