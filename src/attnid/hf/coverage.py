@@ -78,7 +78,10 @@ def category_of(reason: str) -> str:
 # published configs set 500000); DbrxAttention clamps q/k/v with clamp(min=-clip_qkv, max=clip_qkv), which raises
 # when clip_qkv is None, the class's default (databricks/dbrx-base, config.json: attn_config.clip_qkv 8; the
 # shrunk model's q/k/v stay far below it, so the clamp changes no count).
+# BambaConfig names no attention layer (attn_layer_indices None: every layer Mamba-2), though every published Bamba
+# has some (ibm-ai-platform/Bamba-9B, config.json: attn_layer_indices [9, 18, 27]).
 CLASS_DEFAULT_GAPS = {
+    "bamba": {"attn_layer_indices": [9, 18, 27]},
     "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
     "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
 }
