@@ -187,8 +187,8 @@ def hybrid_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     fields = {
         "positions": "rope" if any(x.attention.rope_dims for x in layers) else "none", "norm": "rmsnorm",
         "norm_bias": False, "norm_eps": eps, "tied": read_flag(cfg, "tie_word_embeddings", mt in TIED_DEFAULTS),
-        "not_modelled": ((key, f"hybrid: {what} between the softmax-attention layers, and their blocks' MLPs, are "
-                               "not modelled (the attention layers are counted alone)"),),
+        "not_modelled": ((key, f"hybrid: {what}; these and every block's MLP are not modelled (the "
+                               "softmax-attention layers are counted alone)"),),
     }  # fmt: skip
     return layers, fields
 
