@@ -29,7 +29,7 @@ from torch import nn
 from .layout import Layout
 from .spec import AttentionSpec
 from .spec_variants import QK_NORMS_AFTER_ROPE
-from .variants import adjust_scores, attention_weights, latent_qkv, normalize_heads, normalize_qk
+from .variants import adjust_scores, attention_weights, gate_heads, latent_qkv, normalize_heads, normalize_qk
 
 
 def rope_frequencies(spec: AttentionSpec) -> torch.Tensor:
@@ -123,6 +123,7 @@ def attention(
         scores = scores.masked_fill(future, float("-inf"))
     heads = attention_weights(scores, w, spec) @ v  # (B, H, T, v): softmax, with sinks if any
     heads = normalize_heads(heads, w, spec)  # BitNet's norm across the heads' outputs
+    heads = gate_heads(heads, x, w, spec)  # a sigmoid gate of x on the heads' outputs (Qwen3-Next, LFM3)
     y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)
     if "b_O" in w:
         y = y + w["b_O"]

@@ -86,6 +86,7 @@ SPEC_FLAGS = (
     Flag("kv_lora_rank", "--kv-lora-rank", int, 0, "multi-head latent attention rank (0: off)", VARIANTS),
     Flag("q_lora_rank", "--q-lora-rank", int, 0, "MLA query latent rank (0: full query)", VARIANTS),
     Flag("sub_norm", "--sub-norm", None, False, "an RMSNorm with a gain across the heads' outputs (BitNet)", VARIANTS),
+    Flag("output_gate", "--output-gate", str, "none", "sigmoid gate on the heads' output: none | element | head", VARIANTS),
 )
 VERIFY_FLAGS = (
     Flag("seed", "--seed", int, 0, "seed of the random point and inputs (default 0)"),

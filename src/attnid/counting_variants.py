@@ -6,8 +6,10 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * softcapping or sinks: softmax no longer ignores a constant along keys, so the unrotated key
     bias is seen except on the kernel of the stacked [W_Q^h; b_Q^h]_u: G max(0, u - r m_q).
   * sinks: the rows of A_h sum to s_h(i) < 1, a different function of the query for every head,
-    so b_V^g is seen except on the left kernel of the stacked W_O^h (h in g): G max(0, v - r d).
-    Sink logits themselves are seen.
+    so each b_V^g W_O^h is seen: b_V^g is seen except on the left kernel of the stacked W_O^h (h in g),
+    G max(0, v - r d), and the group shows the products [W_V^g; b_V^g] W_O^h, a (d + 1) x (r d) matrix of inner
+    size v, whose fibre less that kernel is value_output (the plain one for v <= d; for v > d the bias fixes
+    more: d4 h3 g1 k2 v6 b_vo, causal, measured 46 = 4 + 42, where the plain rule said 52). Sink logits are seen.
   * sliding windows and ALiBi change nothing: R_n = R_1^n, so commuting with the offsets 0 and 1
     that every window >= 2 shows already forces the RoPE commutant; ALiBi adds a fixed bias, and
     a constant along keys stays invisible. Softcapping keeps every symmetry that leaves the
@@ -33,6 +35,16 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * an RMSNorm with a gain across all heads' outputs before W_O (BitNet; v <= d): n(z M) = n(z) M only
     for orthogonal M, so of GL(v) per group O(v) is left, G v (v - 1) / 2; the gains against the rows of
     W_O, H v; the value bias sits inside the norm: seen; the scale of W_V (and b_V): 1 (weak for eps > 0).
+  * a sigmoid output gate per element (Qwen3-Next, Qwen3.5: o_h = (A_h V_g) * sigmoid(X W_G^h), W_G^h (d, v)):
+    each value dim j of a group is its own unit sum_h (A_h X W_V^g[:, j]) sigmoid(X W_G^h[:, j]) W_O^h[j, :], told
+    apart from the others by its gates, so of GL(v) per group only the diagonal is left (W_V^g D, D^-1 W_O^h
+    for every h in g): G v; b_V^g[j] sigmoid(X W_G^h[:, j]) W_O^h[j, :] varies with the token: every value bias
+    is seen. The gate's weights are seen.
+  * a sigmoid output gate per head (LFM3: o_h = (A_h V_g) sigmoid(X w_G^h), one scalar per head and token):
+    GL(v) per group commutes with a scalar, so value_output is unchanged; the value bias reaches the output as
+    sum_h sigmoid(X w_G^h) b_V^g W_O^h, a different function of the token for every head: as with sinks, each
+    b_V^g W_O^h is seen (b_O no longer absorbs it), G max(0, v - r d) value-bias directions are left and the
+    value-output fibre is that of [W_V^g; b_V^g] W_O^h less them.
   * multi-head latent attention (DeepSeek-V2/V3; ranks r_q, r_kv, RMSNorm on each latent): each
     latent admits W_D -> W_D O (O orthogonal), any gains, up-projections compensating:
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
@@ -57,8 +69,13 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     shift_free = not (spec.sinks or spec.softcap)  # softmax ignores a constant along keys
     if spec.has_bias("k") and not shift_free:
         out["key_bias"] = G * max(0, u - r * m_q)
-    if spec.has_bias("v") and spec.sinks:
+    if spec.has_bias("v") and (spec.sinks or spec.output_gate == "head"):  # each b_V^g W_O^h seen (docstring)
+        from .counting import _fibre_of_product  # the product rule of plain attention (it imports this module)
+
         out["value_bias"] = G * max(0, v - r * d)
+        out["value_output"] = G * _fibre_of_product(d + 1, r * d, v) - out["value_bias"]
+    if spec.output_gate == "element":
+        out["value_output"], out["value_bias"] = G * v, 0
     scale = 0
     if spec.sub_norm:
         out["value_output"] = G * (v * (v - 1) // 2) + H * v

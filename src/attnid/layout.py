@@ -46,6 +46,7 @@ class Layout(FlatLayout):
             "W_K": self.spec.d_model,
             "W_V": self.spec.d_model,
             "W_O": self.spec.d_head_v,
+            "W_G": self.spec.d_model,  # the output gate reads x
         }
         for b in self.blocks.values():
             if b.name in fan_in:

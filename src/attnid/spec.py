@@ -21,7 +21,7 @@ module builds one from loose fields:
     a short name        spec.label
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output):
+heads' output, a sigmoid gate on the heads' output):
 fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
@@ -160,6 +160,9 @@ class AttentionSpec:
     kv_lora_rank: int = 0  # multi-head latent attention: rank of the compressed key/value (0 = off)
     q_lora_rank: int = 0  # MLA: rank of the compressed query (0 = a full query projection)
     sub_norm: bool = False  # an RMSNorm with a gain (H, v) across all heads' outputs, before W_O (BitNet)
+    # none | element (each head's output times sigmoid(X W_G^h), W_G^h (d, v): Qwen3-Next) | head (times one
+    # sigmoid(X w_G^h) per head and token, W_G (H, d): LFM3): attnid.spec_variants
+    output_gate: str = "none"
 
     def __post_init__(self):
         set_ = object.__setattr__

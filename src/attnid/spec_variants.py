@@ -6,7 +6,8 @@ Modern variants (each counted in `attnid.counting`, run by `attnid.attention` vi
 Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi; LayerNorm per head with
 every head's own gain and no shift, StableLM and Cohere; the per-head RMSNorm with one gain applied after
 RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; an RMSNorm with a gain
-across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
+across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); a sigmoid gate on
+the heads' output before W_O (`output_gate`: per element, Qwen3-Next and Qwen3.5; per head, LFM3); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
 `kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
 """
@@ -19,6 +20,7 @@ from numbers import Integral, Real
 from .errors import SpecError
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
+OUTPUT_GATES = ("none", "element", "head")
 QK_NORMS_AFTER_ROPE = ("rms_head_rotated", "rms_plain")  # applied to the rotated queries and keys
 # Variant fields and their defaults: the label, to_row and from_row mention them only when set.
 VARIANT_DEFAULTS = {
@@ -31,6 +33,7 @@ VARIANT_DEFAULTS = {
     "kv_lora_rank": 0,
     "q_lora_rank": 0,
     "sub_norm": False,
+    "output_gate": "none",
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -44,6 +47,7 @@ VARIANT_LABEL = {
     "kv_lora_rank": lambda v: f"mla{v}",
     "q_lora_rank": lambda v: f"q{v}",
     "sub_norm": lambda v: "subnorm",
+    "output_gate": lambda v: f"gate{v}",
 }
 
 
@@ -85,6 +89,15 @@ def checked_variants(spec) -> dict:
         ):
             if not ok:
                 raise SpecError(name, why)
+    if spec.output_gate not in OUTPUT_GATES:
+        raise SpecError("output_gate", f"must be one of {', '.join(OUTPUT_GATES)}, got {spec.output_gate!r}")
+    if spec.output_gate != "none":
+        for name, ok, why in (
+            ("sub_norm", not spec.sub_norm, "an output gate is modelled without a norm on the heads' output"),
+            ("kv_lora_rank", not spec.kv_lora_rank, "an output gate is modelled without latent attention"),
+        ):
+            if not ok:
+                raise SpecError(name, why)
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
     if spec.kv_lora_rank:
@@ -120,6 +133,10 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra["sink"] = (H,)
     if spec.sub_norm:
         extra["gain_O"] = (H, spec.d_head_v)
+    if spec.output_gate == "element":
+        extra["W_G"] = (H, spec.d_model, spec.d_head_v)
+    if spec.output_gate == "head":
+        extra["W_G"] = (H, spec.d_model)
     return extra
 
 

@@ -21,6 +21,9 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       and is dropped afterwards, so the rows sum to less than one.
     normalize_heads   sub_norm: rms over all H v dims of a token's head outputs, times gain_O (H, v),
                       before W_O (BitNet's attn_sub_norm).
+    gate_heads        output_gate: each head's output times sigmoid(X W_G^h) per element (element, W_G (H, d, v):
+                      Qwen3-Next's gate rows of q_proj) or times sigmoid(X w_G^h), one per head (head, W_G (H, d):
+                      LFM3's g_proj), before W_O.
 """
 
 from __future__ import annotations
@@ -118,3 +121,12 @@ def normalize_heads(heads: torch.Tensor, w: dict, spec) -> torch.Tensor:
         return heads
     scale = torch.rsqrt(heads.pow(2).mean(dim=(1, 3), keepdim=True) + spec.norm_eps)  # (B, 1, T, 1)
     return heads * scale * w["gain_O"][:, None, :]
+
+
+def gate_heads(heads: torch.Tensor, x: torch.Tensor, w: dict, spec) -> torch.Tensor:
+    """The heads' outputs (B, H, T, v) times the spec's sigmoid output gate of x (B, T, d) (identity without it)."""
+    if spec.output_gate == "element":
+        return heads * torch.sigmoid(torch.einsum("btd,hdv->bhtv", x[:, -heads.shape[2] :], w["W_G"]))
+    if spec.output_gate == "head":
+        return heads * torch.sigmoid(torch.einsum("btd,hd->bht", x[:, -heads.shape[2] :], w["W_G"]))[..., None]
+    return heads

@@ -98,22 +98,27 @@ def _refuse_if_large(cls_name: str, tiny: dict) -> None:
     )
 
 
+# linear attention named like softmax attention (MiniMax's lightning layers, Kimi's and Bailing's delta layers)
+LINEAR_ATTENTION = ("LightningAttention", "DeltaAttention")
+
+
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """(name, module) of each block's attention, in order: the outermost submodules whose class name ends in
-    'Attention'."""
+    """(name, module) of each block's softmax attention, in order: the outermost submodules whose class name ends in
+    'Attention' and names no linear attention (LINEAR_ATTENTION)."""
     found = []
     for name, module in model.named_modules():
         if any(name.startswith(f"{outer}.") for outer, _ in found):
             continue
-        if type(module).__name__.endswith("Attention"):
+        cls = type(module).__name__
+        if cls.endswith("Attention") and not cls.endswith(LINEAR_ATTENTION):
             found.append((name, module))
     return found
 
 
 def _spread_positions(model, layer: int, kwargs: dict, x, ids) -> None:
-    """Replace the position ids (B, T) the module sees, or the rotary tables the model computed for them, by
-    those of `ids`. Not through the model's forward: position ids that are not consecutive read as packed
-    sequences there, and every query would see only itself."""
+    """Replace the position ids (B, T) the module sees, or the rotary tables the model computed for them (for the
+    layer type of model layer `layer`), by those of `ids`. Not through the model's forward: position ids that
+    are not consecutive read as packed sequences there, and every query would see only itself."""
     if kwargs.get("position_ids") is not None:
         kwargs["position_ids"] = ids
     if kwargs.get("position_embeddings") is None:
@@ -164,7 +169,8 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     tokens = torch.randint(real_vocab(model), (sizing.batch, sizing.seq_len), generator=gen)
     args, kwargs = _captured_call(model, module, tokens)
     if spec.rope_dims:  # spread positions turn the slow planes; the mask stays the contiguous one
-        _spread_positions(model, layer, kwargs, x, position_ids(spec, sizing, seed).long())
+        at = getattr(module, "layer_idx", layer)  # a hybrid's attention module sits in model layer layer_idx
+        _spread_positions(model, at, kwargs, x, position_ids(spec, sizing, seed).long())
     point = real.layout.unflatten(real.theta)  # the generic point, not the library's initial weights
     theta = torch.cat([point[f"{prefix}.{n}"].reshape(-1) for n in names])
 

@@ -79,7 +79,10 @@ def category_of(reason: str) -> str:
 # when clip_qkv is None, the class's default (databricks/dbrx-base, config.json: attn_config.clip_qkv 8; the
 # shrunk model's q/k/v stay far below it, so the clamp changes no count); XmodModel raises without a language
 # (lang_ids or default_language; modeling_xmod.py), which XmodConfig leaves None: its one language, en_XX.
+# BambaConfig names no attention layer (attn_layer_indices None: every layer Mamba-2), though every published Bamba
+# has some (ibm-ai-platform/Bamba-9B, config.json: attn_layer_indices [9, 18, 27]).
 CLASS_DEFAULT_GAPS = {
+    "bamba": {"attn_layer_indices": [9, 18, 27]},
     "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
     "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
     "xmod": {"default_language": "en_XX"},

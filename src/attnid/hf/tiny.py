@@ -14,7 +14,7 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import model_spec, model_type, text_config, unread_position_rows
+from .mapping import TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
@@ -117,9 +117,13 @@ def tiny_config(cfg: dict) -> dict:
             tiny[key] = 1
     if tiny.get("shared_intermediate_size"):  # Granite's shared expert, only where the config has one (0: none)
         tiny["shared_intermediate_size"] = 4
-    for key in ("sliding_window", "window_size"):  # window_size: GPT-Neo's local layers
+    for key in ("sliding_window", "window_size", "attention_window_size"):  # GPT-Neo's, RecurrentGemma's
         if tiny.get(key):
             tiny[key] = WINDOW
+    if mt in TINY_LAYERS:  # a hybrid: its blocks are the attention layers only; its family picks the model's layers
+        tiny.update(TINY_LAYERS[mt](cfg, mt))
+        _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
+        return tiny
     n_layers = spec.n_layers
     kept = _layers_kept(cfg, n_layers, spec)
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries

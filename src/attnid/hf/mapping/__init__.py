@@ -27,6 +27,8 @@ does not map; NAME_MAPS = {model_type: names} writes its classes' parameters ont
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM) and its relatives (ERNIE, BERT-Generation, Megatron-BERT, the RoBERTas,
                ELECTRA, RemBERT, RoCBert, RoFormer)
+    hybrid     Jamba, Bamba, Falcon-H1, LFM2, LFM3, Nemotron-H, RecurrentGemma, MiniMax, OLMo-hybrid, Lara-mini,
+               Qwen3-Next, Qwen3.5 (+ text, MoE): their softmax-attention layers only (layers only)
     modernbert ModernBERT's decoder (per layer)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
@@ -70,6 +72,7 @@ def _family_refusals() -> dict:
 
 MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
+TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)

@@ -277,11 +277,8 @@ REFUSED = {
     " weights",
     "gemma3n_text": "not yet mapped: AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity"
     " beside the attention",
-    "recurrent_gemma": "hybrid: RG-LRU recurrent blocks between the local attention layers",
     "gemma4_text": "attention not counted: per-layer input embeddings (hidden_size_per_layer_input) and keys and"
     " values shared across layers",
-    "qwen3_5_text": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
-    "olmo_hybrid": "hybrid: gated delta-net (linear attention) layers between the softmax ones",
 }
 
 
