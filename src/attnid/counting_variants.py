@@ -131,4 +131,8 @@ EXAMPLE_VARIANTS = {
     "sinks": {"biases": "qkvo", "sinks": True},
     "softcap": {"softcap": 50.0},
     "window": {"sliding_window": 3},
+    "gate_element": {"output_gate": "element"},
+    "gate_head": {"output_gate": "head"},
+    "gate_element_biases": {"biases": "qkvo", "output_gate": "element"},
+    "gate_head_biases": {"biases": "qkvo", "output_gate": "head"},
 }
