@@ -151,7 +151,7 @@ def rule_jobs(cfg: dict) -> dict:
     """rule -> [(spec, method, oversample, run)] with run(spec) the rule's own call on that spec."""
     from attnid import AttentionSpec
     from attnid import jacobian as jac
-    from attnid.counting import ratio_grid
+    from attnid.layer.counting import ratio_grid
     from attnid.jacobian.verification import DENSE_MAX_PARAMS
 
     J, C = cfg["jacobian"], cfg["counting"]

@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from attnid.attention import AttentionLayer
-from attnid.spec import AttentionSpec
+from attnid.layer.forward import AttentionLayer
+from attnid.layer.spec import AttentionSpec
 from attnid.symmetry import balance, project
 
 

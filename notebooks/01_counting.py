@@ -56,7 +56,7 @@ closed_forms = pd.read_csv(paths["closed_forms"])
 print(f"{len(ratios)} specs in the ratio grid, {len(architectures)} real architectures")
 
 # %% [markdown]
-# ## Closed forms (sympy, from `attnid.symbolic`)
+# ## Closed forms (sympy, from `attnid.layer.symbolic`)
 
 # %%
 display(closed_forms)

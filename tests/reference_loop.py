@@ -7,7 +7,7 @@ symmetry tools (attnid.symmetry.overlap, .imbalance_drift), and a run's independ
 batched with.
 
 What a step t does, for the run's flat parameters theta (P,) (attnid.training.nets.Net) and each attention
-layer's layout theta_l = theta[index_l] (attnid.layout):
+layer's layout theta_l = theta[index_l] (attnid.layer.layout):
 
     loss_t        training loss at theta_t on batch t (before the update)
     u_t           = theta_{t+1} - theta_t, the update actually applied (after the optimizer step and, in
@@ -55,7 +55,7 @@ from tqdm import tqdm
 
 from attnid import symmetry
 from attnid.device import resolve_device
-from attnid.layout import Layout
+from attnid.layer.layout import Layout
 from attnid.training.determinism import deterministic
 from attnid.training.metrics import Measurements, chance_levels
 from attnid.training.nets import build

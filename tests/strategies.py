@@ -2,7 +2,7 @@
 
 from hypothesis import strategies as st
 
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 
 
 @st.composite

@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from attnid import AttentionSpec, Layout
-from attnid.attention import AttentionLayer, attention
+from attnid.layer.forward import AttentionLayer, attention
 
 
 def reference(theta, x, spec):
-    """Straightforward per-sequence, per-head loops (row convention, see attnid.spec)."""
+    """Straightforward per-sequence, per-head loops (row convention, see attnid.layer.spec)."""
     w = Layout(spec).unflatten(theta)
     d, k, p = spec.d_model, spec.d_head_qk, spec.rope_dims
     B, T, _ = x.shape
@@ -83,7 +83,7 @@ def test_matches_sdpa(causal, groups):
 
 def test_rope_is_relative():
     """RoPE scores depend on positions only through their difference: shifting every position is a no-op."""
-    from attnid.attention import apply_rope, rope_angles
+    from attnid.layer.forward import apply_rope, rope_angles
 
     spec = AttentionSpec(4, 1, rope_dims=4)
     gen = torch.Generator().manual_seed(2)

@@ -22,8 +22,8 @@ from reference_loop import train
 from training_helpers import ROUNDING, one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
 from attnid import symmetry
-from attnid.layout import Layout
-from attnid.spec import AttentionSpec
+from attnid.layer.layout import Layout
+from attnid.layer.spec import AttentionSpec
 from attnid.training import analysis
 from attnid.training.batched import train_batched
 from attnid.training.nets import build

@@ -21,7 +21,7 @@ import yaml
 from tokenizers import Tokenizer
 from training_helpers import ROUNDING, one_thread  # noqa: F401 -- the fixture
 
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 from attnid.training import corpus
 from attnid.training.batched import train_batched
 from attnid.training.runs import RunConfig

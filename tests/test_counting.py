@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import attention_specs
 
-from attnid.counting import check_hypotheses, count, frequency_problem, hypotheses, min_seq_len, ratio_grid
-from attnid.hf.tables import ARCHITECTURE_MODELS, architecture_table
-from attnid.spec import AttentionSpec, SpecError
-from attnid.symbolic import check_against_counts
+from attnid.layer.counting import check_hypotheses, count, frequency_problem, hypotheses, min_seq_len, ratio_grid
+from attnid.hf.config_tables import ARCHITECTURE_MODELS, architecture_table
+from attnid.layer.spec import AttentionSpec, SpecError
+from attnid.layer.symbolic import check_against_counts
 
 
 @pytest.mark.parametrize(

@@ -124,10 +124,10 @@ def test_editing_the_figure_style_reruns_the_figures_and_only_what_reads_them(sc
 
 
 def test_editing_the_closed_forms_reruns_exactly_the_rules_that_import_them(scratch):
-    module = scratch / "src/attnid/symbolic.py"
+    module = scratch / "src/attnid/layer/symbolic.py"
     module.write_text(module.read_text() + "\n# edited\n")
     plan = planned_with_reasons(scratch, "all")
-    direct = {rule for rule, reason in plan.items() if "src/attnid/symbolic.py" in reason}
+    direct = {rule for rule, reason in plan.items() if "src/attnid/layer/symbolic.py" in reason}
     assert direct == {"counting_closed_forms", "macros_counting"}, plan
     assert not {r for r in plan if r.startswith(("train", "jacobian", "symmetry", "fig_"))}, plan
 

@@ -14,8 +14,8 @@ transformers = pytest.importorskip("transformers")
 from attnid.float64 import KeepFloat64
 from attnid.gauge import Gauge
 from attnid.gauge.cases import tiny_spec
-from attnid.gauge.names import name_map
-from attnid.gauge.optim import GaugeCallback, GaugeProjected
+from attnid.gauge.name_map import name_map
+from attnid.gauge.projected import GaugeCallback, GaugeProjected
 from attnid.gauge.point import FineLayout
 from attnid.hf import stored_config
 from attnid.hf.mapping import model_spec

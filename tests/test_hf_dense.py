@@ -12,7 +12,7 @@ from attnid.hf.check import check_config, real_class, tiny_config
 from attnid.hf.mapping import model_spec
 from attnid.model.counting import count_model
 from attnid.model.real import SEQ_LEN, real_config
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 DENSE = (
     "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3", "ministral", "ministral3",

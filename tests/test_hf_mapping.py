@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from attnid.counting import count
+from attnid.layer.counting import count
 from attnid.hf import STORED, SUPPORTED_MODEL_TYPES, load_config, model_spec, model_type, stored_config
 from attnid.model import MLPSpec, MoESpec, count_attention_layers
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 
 def spec_of(name, **overrides):

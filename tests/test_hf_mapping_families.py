@@ -11,7 +11,7 @@ from attnid.hf.coverage import default_config
 from attnid.hf.mapping import REFUSED, SUPPORTED_MODEL_TYPES, model_spec
 from attnid.model import MLPSpec, MoESpec
 from attnid.model.counting import count_attention_layers, count_model
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 # types mapped here whose published config.json is not stored (no network when they were mapped): each is
 # checked through its class defaults below and by the self-check

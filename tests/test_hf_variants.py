@@ -1,6 +1,6 @@
 """The modern attention variants on this project's layer: each count against the Jacobian, and refusals by field.
 
-Counts (attnid.counting_variants) at d_model 16, 4 heads, 2 KV groups, full RoPE on heads of 4:
+Counts (attnid.layer.counting_variants) at d_model 16, 4 heads, 2 KV groups, full RoPE on heads of 4:
 per-head q/k RMSNorm 34 (+6 weakly identified: one scale per head and per group), across heads 36
 (+2), sinks with all biases 40 (48 without: sinks make the value bias visible), a norm's eps = 0
 turns the weak directions into unidentified ones.
@@ -8,9 +8,9 @@ turns the weak directions into unidentified ones.
 
 import pytest
 
-from attnid.counting import count
+from attnid.layer.counting import count
 from attnid.jacobian import measure
-from attnid.spec import AttentionSpec, SpecError
+from attnid.layer.spec import AttentionSpec, SpecError
 
 BASE = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "rope_dims": 4, "causal": True}
 

@@ -59,3 +59,29 @@ def test_each_whole_model_rule_has_its_count_and_generators_under_one_name():
     for rule in counts:
         doc = ast.get_docstring(ast.parse((GENERATORS / f"{rule}.py").read_text())) or ""
         assert f"attnid.model.counting.{rule}" in doc, f"gauge/sources/{rule}.py does not name its count"
+
+
+# Packages whose modules may share a name: a whole-model rule's count and its generators (model.counting,
+# gauge.sources: the pairing above), and a module and its whole-model form (layer -> model, the group on one layer
+# -> on a whole model), whose docstring names the other.
+SHARED_NAMES = {("model.counting", "gauge.sources"), ("layer", "model"), ("symmetry", "gauge")}
+
+
+def test_two_modules_share_a_name_only_as_a_rule_and_its_generators_or_a_module_and_its_whole_model_form():
+    by_name: dict[str, list[str]] = {}
+    for path in SRC.rglob("*.py"):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.stem, []).append(".".join(path.relative_to(SRC).parts[:-1]))
+    wrong = []
+    for name, packages in sorted(by_name.items()):
+        for i, a in enumerate(packages):
+            for b in packages[i + 1 :]:
+                pair = next((p for p in SHARED_NAMES if {a, b} == set(p)), None)
+                if pair is None:
+                    wrong.append(f"{a}.{name} and {b}.{name}: rename one (no rule pairs these packages)")
+                elif pair[0] != "model.counting":
+                    lower, upper = pair
+                    doc = ast.get_docstring(ast.parse((SRC / upper.replace(".", "/") / f"{name}.py").read_text())) or ""
+                    if f"attnid.{lower}.{name}" not in doc:
+                        wrong.append(f"attnid.{upper}.{name}: its docstring does not name attnid.{lower}.{name}")
+    assert not wrong, "\n".join(wrong)

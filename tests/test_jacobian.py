@@ -118,7 +118,7 @@ def test_orbit_tangents_lie_in_the_predicted_null_space():
 
 
 def test_commutant_basis_commutes_with_rope():
-    from attnid.attention import apply_rope, rope_angles
+    from attnid.layer.forward import apply_rope, rope_angles
     from attnid.symmetry import commutant_basis
 
     spec = AttentionSpec(8, 1, d_head_qk=6, rope_dims=4)
@@ -261,7 +261,7 @@ def test_measure_counts_unchanged_by_the_qr_path():
 
 
 def test_ratio_points_measure_what_the_figure_draws_at_a_cheap_width():
-    from attnid.counting import ratio_grid
+    from attnid.layer.counting import ratio_grid
 
     ratios = ratio_grid(8, [1, 2, 4, 8], [1, 2], ["none", "half", "full"], ["none", "k", "qkvo"])
     drawn = jac.ratio_figure_rows(ratios)
@@ -288,7 +288,7 @@ def test_ratio_figure_draws_points_of_another_width_on_their_own_count():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
     import fig_ratio
 
-    from attnid.counting import ratio_grid
+    from attnid.layer.counting import ratio_grid
 
     ratios = ratio_grid(16, [1, 2, 4, 8, 16], [1, 2], ["none", "full"], ["none", "qkvo"])
     small = jac.ratio_grid_at_width(jac.ratio_figure_rows(ratios), 4)

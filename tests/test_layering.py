@@ -21,14 +21,14 @@ SRC = ROOT / "src"
 
 # Lowest first. A module may import from its own layer and the layers before it, never from a later one.
 LAYERS = (
-    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.spec_variants", "attnid.spec",
-                          "attnid.counting_variants", "attnid.counting", "attnid.symbolic"]),
+    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.layer", "attnid.layer.spec_variants", "attnid.layer.spec",
+                          "attnid.layer.counting_variants", "attnid.layer.counting", "attnid.layer.symbolic"]),
     ("model vocabulary and counts", True, ["attnid.model", "attnid.model.blocks", "attnid.model.spec",
                                            "attnid.model.counting", "attnid.model.counting.*"]),
-    ("configs and run lists", True, ["attnid.hf", "attnid.hf.mapping", "attnid.hf.mapping.*", "attnid.hf.tables", "attnid.hf.refusals",
+    ("configs and run lists", True, ["attnid.hf", "attnid.hf.mapping", "attnid.hf.mapping.*", "attnid.hf.config_tables", "attnid.hf.refusals",
                                      "attnid.training.runs", "attnid.workflow_config"]),
-    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layout", "attnid.variants",
-                        "attnid.attention", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
+    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layer.layout", "attnid.layer.variants",
+                        "attnid.layer.forward", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
                         "attnid.jacobian.*", "attnid.model.layout", "attnid.model.forward", "attnid.model.judge",
                         "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check",
                         "attnid.hf.tiny", "attnid.hf.coverage", "attnid.training", "attnid.training.*", "attnid.gauge",
@@ -110,21 +110,24 @@ def test_imports_never_go_up_a_layer():
     assert not upward, "\n".join(upward)
 
 
-# Levels above the model level: `attnid.model` (specs, counts, layout, forward, judge, grid, real models as
-# functions) imports none of them, anywhere (also inside a function), so a rule's count and its model-level
-# check are read without the config mapping, the generators, the trainer or the report.
-ABOVE_MODEL = ("attnid.hf", "attnid.gauge", "attnid.training", "attnid.report")
+# The levels of the tree, lowest first: one attention layer (`attnid.layer`: spec, count, layout, function), a
+# whole model (`attnid.model`), real `transformers` configs and classes (`attnid.hf`), the group acting on a whole
+# model (`attnid.gauge`), training (`attnid.training`), the report. A level imports none of the levels after it,
+# anywhere (also inside a function): a rule's count and its check are read without the config mapping, the
+# generators, the trainer or the report.
+LEVELS = ("attnid.layer", "attnid.model", "attnid.hf", "attnid.gauge", "attnid.training", "attnid.report")
 
 
-def test_the_model_level_imports_nothing_above_it():
-    model = [m for m in MODULES if m == "attnid.model" or m.startswith("attnid.model.")]
-    assert model, "no attnid.model module found"
-    upward = [
-        f"{m} imports {d}"
-        for m in model
-        for d in sorted(GRAPH[m])
-        if any(d == top or d.startswith(top + ".") for top in ABOVE_MODEL)
-    ]
+def in_level(module: str, level: str) -> bool:
+    return module == level or module.startswith(level + ".")
+
+
+@pytest.mark.parametrize("level", LEVELS[:-1])
+def test_each_level_imports_nothing_above_it(level):
+    members = [m for m in MODULES if in_level(m, level)]
+    assert members, f"no {level} module found"
+    above = LEVELS[LEVELS.index(level) + 1 :]
+    upward = [f"{m} imports {d}" for m in members for d in sorted(GRAPH[m]) if any(in_level(d, top) for top in above)]
     assert not upward, "\n".join(upward)
 
 
@@ -149,7 +152,7 @@ def test_no_import_cycle():
 
 
 def test_the_graph_sees_imports_inside_functions():
-    """The harness itself: a function-level import is an edge (attnid.spec_variants once hid a cycle there)."""
+    """The harness itself: a function-level import is an edge (attnid.layer.spec_variants once hid a cycle there)."""
     assert "attnid.jacobian" in GRAPH["attnid"]  # `verify` imports it on first use
     assert "torch" in GRAPH["attnid.provenance"]  # only inside a function
 
@@ -175,20 +178,20 @@ WORKS = {
         assert attnid.count(attnid.AttentionSpec(16, 4)).unidentified == 4 * (16 + 16)  # GL(4) twice per head
         assert attnid.__version__
     """,
-    "attnid.spec": """
-        from attnid.spec import AttentionSpec
+    "attnid.layer.spec": """
+        from attnid.layer.spec import AttentionSpec
         spec = AttentionSpec(12, 4, 2, rope_dims="full", biases="qkvo", causal=True)
         assert AttentionSpec.from_row(spec.to_row()) == spec and spec.n_params > 0
     """,
-    "attnid.counting": """
-        from attnid.counting import count, min_seq_len, ratio_grid
-        from attnid.spec import AttentionSpec
+    "attnid.layer.counting": """
+        from attnid.layer.counting import count, min_seq_len, ratio_grid
+        from attnid.layer.spec import AttentionSpec
         assert count(AttentionSpec(4096, 32, rope_dims=128)).unidentified == 32 * (128 + 128**2)
         assert min_seq_len(AttentionSpec(8, 1, rope_dims=8, causal=True)) == 3
         assert len(ratio_grid(16, [1, 2, 4], [1, 2], ["none", "full"], ["none", "qkvo"])) > 0
     """,
-    "attnid.symbolic": """
-        from attnid.symbolic import check_against_counts, latex_table
+    "attnid.layer.symbolic": """
+        from attnid.layer.symbolic import check_against_counts, latex_table
         assert check_against_counts() == [] and "tabular" in latex_table()
     """,
     "attnid.model.counting": """
@@ -197,8 +200,8 @@ WORKS = {
         spec = model_spec(stored_config("llama3_8b"))
         assert count_model(spec).unidentified > count_attention_layers(spec).unidentified > 0
     """,
-    "attnid.hf.tables": """
-        from attnid.hf.tables import architecture_table, shipped_table
+    "attnid.hf.config_tables": """
+        from attnid.hf.config_tables import architecture_table, shipped_table
         assert (architecture_table().unidentified > 0).all()
         assert (shipped_table(["gpt2", "deepseek_v3"])["status"] == "ok").all()
     """,

@@ -1,4 +1,4 @@
-"""A sigmoid gate on the heads' output (`output_gate`, attnid.counting_variants): the count against the Jacobian
+"""A sigmoid gate on the heads' output (`output_gate`, attnid.layer.counting_variants): the count against the Jacobian
 of this project's layer at random shapes, GQA and MQA, every kind of bias, value heads wider than d_model.
 
 element (Qwen3-Next): o_h = (A_h V_g) * sigmoid(X W_G^h) per element leaves of GL(v) per group only the diagonal,
@@ -11,11 +11,11 @@ import random
 import pytest
 import torch
 
-from attnid.attention import attention
-from attnid.counting import count
+from attnid.layer.forward import attention
+from attnid.layer.counting import count
 from attnid.jacobian import measure
-from attnid.layout import Layout
-from attnid.spec import AttentionSpec, SpecError
+from attnid.layer.layout import Layout
+from attnid.layer.spec import AttentionSpec, SpecError
 
 
 def random_shapes(seed: int, n: int) -> list[dict]:

@@ -130,7 +130,7 @@ def test_no_unresolved_references_or_missing_pieces(built):
 OVERFULL = re.compile(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", re.MULTILINE)
 MAX_OVERFULL_PT = 2.0
 FLOAT = re.compile(r"\\begin\{(figure\*?|table\*?)\}(.*?)\\end\{\1\}", re.DOTALL)
-# Names a reader cannot decode: the sweep's config ids and spec labels (attnid.spec.AttentionSpec.label).
+# Names a reader cannot decode: the sweep's config ids and spec labels (attnid.layer.spec.AttentionSpec.label).
 CONFIG_ID = re.compile(r"teacher\\?_student|sgd\\?_wd|sgd\\?_momentum|adam\\?_shared|\bd\d+\\?_h\d+\\?_g\d+")
 
 

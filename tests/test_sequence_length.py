@@ -10,10 +10,10 @@ the keys, so
 
 and a causal T = 2 with d_k <= d and r = 1 has
 delta = [c (c - 1) / 2 - a^2 + w (w + 1) / 2 - p - [b_K] min(u, p - 1)]^+, c = 2 d_k - d - [b_Q, no b_K],
-a = min(u, c), w = [2 a - c]^+. `attnid.counting.short_sequence_excess` is that number and `min_seq_len` the least T
+a = min(u, c), w = [2 a - c]^+. `attnid.layer.counting.short_sequence_excess` is that number and `min_seq_len` the least T
 where it vanishes (from T = 3 where a causal T = 2 is only bounded: d_k > d). Each case below is measured at
 T where the excess is positive and at T_min, where it is zero; the property test does the same on
-random specs. The Jacobian is taken directly on :func:`attnid.attention.attention` with a small RoPE
+random specs. The Jacobian is taken directly on :func:`attnid.layer.forward.attention` with a small RoPE
 base so that every plane turns at these short lengths.
 """
 
@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.func import jacrev, vmap
 
-from attnid.attention import attention
-from attnid.counting import count, min_seq_len, short_sequence_excess
-from attnid.layout import Layout
-from attnid.spec import AttentionSpec
+from attnid.layer.forward import attention
+from attnid.layer.counting import count, min_seq_len, short_sequence_excess
+from attnid.layer.layout import Layout
+from attnid.layer.spec import AttentionSpec
 
 RTOL = 1e-10
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnid.layout import Layout
-from attnid.spec import AttentionSpec, SpecError, normalize_biases, parse_rope
+from attnid.layer.layout import Layout
+from attnid.layer.spec import AttentionSpec, SpecError, normalize_biases, parse_rope
 
 
 @pytest.mark.parametrize(

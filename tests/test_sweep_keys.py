@@ -154,7 +154,7 @@ def test_a_sweep_may_set_its_own_measurement_cadence():
 
 
 def test_the_whole_model_overlap_stops_above_its_orbit_dimension():
-    from attnid.spec import AttentionSpec
+    from attnid.layer.spec import AttentionSpec
     from attnid.training.gauges import model_gauge
     from attnid.training.nets import Net
     from attnid.training.runs import RunConfig

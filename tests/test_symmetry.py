@@ -1,7 +1,7 @@
 """The symmetry toolkit (attnid.symmetry): subspace, projection, group action, balance, conserved quantities.
 
 The Jacobian is the judge: projected vectors must lie in the null space of theta -> Y(X; theta)
-(torch.func.jacfwd of attnid.attention.attention), and dim T must equal attnid.counting's count.
+(torch.func.jacfwd of attnid.layer.forward.attention), and dim T must equal attnid.layer.counting's count.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from strategies import attention_specs
 
 from attnid import symmetry as S
-from attnid.attention import attention
-from attnid.counting import count
+from attnid.layer.forward import attention
+from attnid.layer.counting import count
 from attnid.jacobian import BIAS_SUBSETS
-from attnid.layout import Layout
-from attnid.spec import AttentionSpec
+from attnid.layer.layout import Layout
+from attnid.layer.spec import AttentionSpec
 
 F64 = torch.float64
 
@@ -193,7 +193,7 @@ def test_allowed_group_elements_keep_the_function(spec):
 
 
 def test_commutant_is_a_projection_onto_rope_commuting_matrices():
-    from attnid.attention import rope_angles
+    from attnid.layer.forward import rope_angles
 
     spec = AttentionSpec(8, 2, d_head_qk=6, rope_dims=4)
     M = S.commutant(spec, torch.randn(6, 6, dtype=F64))

@@ -13,7 +13,7 @@ import torch
 from training_helpers import ROUNDING, one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
 from attnid import symmetry
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 from attnid.training.batched import train_batched
 from attnid.training.models import TinyTransformer
 from attnid.training.nets import build
@@ -113,7 +113,7 @@ def test_teacher_student_loss_is_invariant_under_the_student_group():
     theta = task.teacher.layout.init(generator(3, 0))
     moved = random_group_action(spec, theta)
     assert (moved - theta).norm() > 0.1
-    from attnid.attention import attention
+    from attnid.layer.forward import attention
 
     loss = task.loss(attention(theta, batch.inputs, spec), batch)
     assert abs(task.loss(attention(moved, batch.inputs, spec), batch) - loss) < 1e-12 * loss

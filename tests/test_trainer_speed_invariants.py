@@ -15,7 +15,7 @@ import torch
 from training_helpers import one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
 from attnid.gauge import operator
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 from attnid.training.batched import BatchedRuns, overlap_gauge_steps, train_batched
 from attnid.training.runs import METRIC_COLUMNS, RunConfig, run_config
 

@@ -10,14 +10,14 @@ import pytest
 import torch
 from training_helpers import ROUNDING, one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
-from attnid.attention import attention
+from attnid.layer.forward import attention
 from attnid.float64 import KeepFloat64
 from attnid.hf.mapping import model_spec
 from attnid.model.counting import count_model
 from attnid.model.real import TINY, build_real
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 from attnid.training import archs
-from attnid.training.experts import dense_experts_forward
+from attnid.training.dense_experts import dense_experts_forward
 from attnid.training.gauges import ModelGauge
 from attnid.training.nets import Net, make_task
 
@@ -120,7 +120,7 @@ def test_mixtral_experts_vmap_and_equal_the_modules_own_forward():
 
 
 def test_dense_experts_give_batched_mms_and_the_eager_loops_loss_and_gradient():
-    """The dense experts (every expert on every token, attnid.training.experts) against transformers' batched_mm
+    """The dense experts (every expert on every token, attnid.training.dense_experts) against transformers' batched_mm
     (vmapped over three runs) and the class's own eager loop (per run, loss.backward()): the same losses and
     gradients to float64 rounding; GPT-OSS's experts (transposed, biases, its own clamped interleaved gate)
     against batched_mm on random routing, output and every input's gradient."""

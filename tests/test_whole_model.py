@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from attnid.hf import model_spec, stored_config
-from attnid.hf.tables import shipped_row
+from attnid.hf.config_tables import shipped_row
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
 from attnid.model.grid import own_spec
 from attnid.model.judge import measure_model, measure_model_weak
 from attnid.model.layout import ModelLayout
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 SMALL = {"n_layers": 1}
 CASES = {

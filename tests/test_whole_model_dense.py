@@ -7,14 +7,14 @@ on the heads' output and on the MLP's hidden units, its gated squared ReLU."""
 import pytest
 import torch
 
-from attnid.counting import count
+from attnid.layer.counting import count
 from attnid.gauge.cases import own_case
 from attnid.jacobian import measure
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
 from attnid.model.grid import own_spec
 from attnid.model.layout import ModelLayout
-from attnid.spec import AttentionSpec, SpecError
+from attnid.layer.spec import AttentionSpec, SpecError
 
 RMS = {"norm": "rmsnorm", "norm_bias": False, "positions": "rope", "mlp": "swiglu"}
 ROPE = {"rope_dims": 4}

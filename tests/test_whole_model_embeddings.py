@@ -6,12 +6,12 @@ import torch
 
 from attnid.gauge.cases import own_case
 from attnid.hf import model_spec, stored_config
-from attnid.hf.tables import shipped_table
+from attnid.hf.config_tables import shipped_table
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
 from attnid.model.grid import own_spec
 from attnid.model.layout import ModelLayout
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 # d_model 4 puts V = 12 beyond the rotations' reach (V + 2 > k + rot = 8 + 3): the many-token regime, cheaply
 D4 = {"attention": {"d_model": 4, "n_heads": 2, "alibi": True, "biases": "qkvo"}, "d_ff": 4}

@@ -11,11 +11,11 @@ from attnid.cli import main
 from attnid.gauge.cases import own_case
 from attnid.hf import STORED, model_spec, stored_config
 from attnid.hf.mapping import DEFAULT_SEQ_LEN
-from attnid.hf.tables import shipped_table
+from attnid.hf.config_tables import shipped_table
 from attnid.model.counting import count_attention_layers, count_model
 from attnid.model.grid import own_spec
 from attnid.model.judge import directions_lost, model_sizing
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 

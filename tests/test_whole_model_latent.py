@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from attnid.counting import count
+from attnid.layer.counting import count
 from attnid.gauge.cases import own_case
 from attnid.hf import load_config, model_spec
 from attnid.model.counting import count_model
 from attnid.model.counting.token_points import latent_token_points
 from attnid.model.grid import own_spec
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "attnid" / "hf" / "configs"
 LATENT_BASE = {"positions": "rope", "norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "n_layers": 1}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnid.hf import model_spec, stored_config
-from attnid.hf.tables import shipped_row
+from attnid.hf.config_tables import shipped_row
 from attnid.model import LayerSpec, MLPSpec
 from attnid.model.counting import count_model
 from attnid.model.forward import logits
@@ -14,7 +14,7 @@ from attnid.model.grid import own_spec
 from attnid.model.judge import measure_model
 from attnid.model.layout import ModelLayout
 from attnid.model.spec import ModelSpec
-from attnid.spec import AttentionSpec, SpecError
+from attnid.layer.spec import AttentionSpec, SpecError
 
 # Blocks that differ in heads, head sizes, biases, MLP width, kind and bias (LayerNorm, learned positions).
 MIXED = {

@@ -5,11 +5,11 @@ import pytest
 
 from attnid.gauge.cases import own_case
 from attnid.hf import model_spec, stored_config
-from attnid.hf.tables import shipped_row
+from attnid.hf.config_tables import shipped_row
 from attnid.model import MoESpec
 from attnid.model.counting import count_attention_layers, count_model
 from attnid.model.grid import own_spec
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 # one RMSNorm block of width 8 (2 heads), vocab 12, no positions: the MoE terms are what varies
 BLOCK = {"norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "positions": "none", "n_layers": 1}

@@ -13,7 +13,7 @@ from attnid.hf.check import real_class, tiny_config
 from attnid.model.counting import count_model
 from attnid.model.grid import own_spec, verify_case
 from attnid.model.real import build_real_model
-from attnid.spec import SpecError
+from attnid.layer.spec import SpecError
 
 SINUSOIDAL = {"positions": "sinusoidal"}
 # name: (ModelSpec fields over the grid's BASE, the stream rotations the table leaves free)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 from attnid.training.runs import RunConfig
 
 ROUNDING = 1e-10  # float64: overlaps and function changes at rounding are ~1e-15

@@ -10,8 +10,8 @@ Artifact of *Multi-Head Self Attention is a Parameter Identification Mechanism* 
 
 from importlib import metadata as _metadata
 
-from .counting import Counts, count
-from .spec import AttentionSpec, SpecError
+from .layer.counting import Counts, count
+from .layer.spec import AttentionSpec, SpecError
 
 try:
     __version__ = _metadata.version("attnid")
@@ -24,7 +24,7 @@ __all__ = ["AttentionSpec", "Counts", "SpecError", "__version__", "count", "veri
 def __getattr__(name):
     """`attnid.Layout` on first use only, so that `import attnid` stays torch-free."""
     if name == "Layout":
-        from .layout import Layout
+        from .layer.layout import Layout
 
         return Layout
     raise AttributeError(f"module 'attnid' has no attribute {name!r}")

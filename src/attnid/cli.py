@@ -47,10 +47,10 @@ import sys
 from dataclasses import dataclass
 
 from . import __version__
-from .counting import count
+from .layer.counting import count
 from .errors import SpecError
-from .spec import AttentionSpec
-from .spec_variants import QK_NORMS
+from .layer.spec import AttentionSpec
+from .layer.spec_variants import QK_NORMS
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Flag:
     group: str = ""  # an argparse group title ('' = the parser itself)
 
 
-VARIANTS = "modern variants (attnid.counting_variants)"
+VARIANTS = "modern variants (attnid.layer.counting_variants)"
 SPEC_FLAGS = (
     Flag("d_model", "--d-model", int, None, "model width d"),
     Flag("n_heads", "--heads", int, None, "query heads H"),

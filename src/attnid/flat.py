@@ -3,7 +3,7 @@
 Every flat vector in the package (one attention layer, a whole model, a real `transformers` module's
 parameters in `named_parameters()` order) is a sequence of blocks, each stored row-major (C order), so
 `theta[..., offset:offset + size].reshape(*lead, *shape)` is the block. :class:`FlatLayout` holds that
-sequence; the layouts of the layer (`attnid.layout.Layout`) and of the model
+sequence; the layouts of the layer (`attnid.layer.layout.Layout`) and of the model
 (`attnid.model.layout.ModelLayout`) add their own initialisation to it.
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .spec import SpecError
+from .layer.spec import SpecError
 
 
 class ConfigError(ValueError):
@@ -49,7 +49,7 @@ def _divides(heads, d_model, where: str) -> list[str]:
 def semantic_errors(config: Mapping) -> list[str]:
     """Facts the schema cannot check: head counts that divide the width, KV groups that divide a head
     count, every self-checked model type a mapped one, and every trained layer a valid AttentionSpec
-    (attnid.spec checks it)."""
+    (attnid.layer.spec checks it)."""
     errors = []
     counting = config.get("counting") or {}
     if isinstance(counting.get("d_model"), int):

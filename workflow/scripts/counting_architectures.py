@@ -1,6 +1,6 @@
 """results/counting/architectures.csv: per-layer and per-model attention counts of real models."""
 
-from attnid.hf.tables import architecture_table
+from attnid.hf.config_tables import architecture_table
 from attnid.io import atomic_write_csv, log_to
 
 log = log_to(snakemake.log[0])

@@ -1,7 +1,7 @@
 """results/counting/closed_forms.{tex,csv}: sympy closed forms, each checked against the exact counts."""
 
 from attnid.io import atomic_write_csv, atomic_write_text, log_to
-from attnid.symbolic import check_against_counts, closed_forms_frame, latex_table
+from attnid.layer.symbolic import check_against_counts, closed_forms_frame, latex_table
 
 log = log_to(snakemake.log[0])
 problems = check_against_counts()

@@ -1,6 +1,6 @@
 """results/counting/ratios.csv: exact counts over the configured grid (heads x GQA x RoPE x biases)."""
 
-from attnid.counting import ratio_grid
+from attnid.layer.counting import ratio_grid
 from attnid.io import atomic_write_csv, log_to
 
 log = log_to(snakemake.log[0])

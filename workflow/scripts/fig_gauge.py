@@ -11,7 +11,7 @@ point is not orthogonal at an unbalanced iterate). 95% t-intervals over seeds an
 import pandas as pd
 from figtraining import CI, TASK_NAMES, names, note_diverged, panel_grid, readable, short, slanted, with_settings
 
-from attnid.report.names import OPTIMIZER_SHORT
+from attnid.report.labels import OPTIMIZER_SHORT
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 

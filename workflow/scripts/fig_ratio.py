@@ -15,7 +15,7 @@ import pandas as pd
 
 from attnid.jacobian.grids import RATIO_KEYS, ratio_figure_rows
 from attnid.report.style import FULL_WIDTH, PALETTE, ordered, use_style
-from attnid.spec import bias_text
+from attnid.layer.spec import bias_text
 
 ROPE_ORDER = ["none", "half", "full"]
 

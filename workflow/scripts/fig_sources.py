@@ -12,7 +12,7 @@ left out (at float rounding). 95% t-intervals over seeds and head counts.
 import pandas as pd
 from figtraining import CI, OPTIMIZER_SHORT, PALETTE_ORDER, TASK_NAMES, names, panel_grid, short, slanted, with_settings
 
-from attnid.report.names import SOURCE_NAMES, ordered
+from attnid.report.labels import SOURCE_NAMES, ordered
 from attnid.report.style import FULL_WIDTH, PALETTE, use_style
 
 

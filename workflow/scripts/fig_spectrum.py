@@ -4,12 +4,12 @@ Reads results/jacobian/spectra.csv (long: label, index 1..P, sigma relative to t
 predicted_rank, rank_rtol). x: the index over P, so specs of any size share the axis; y: sigma_i /
 sigma_max on a log scale (zeros drawn at the axis floor); dashed vertical: the predicted rank P - N
 of each spec; dotted horizontal: the rank tolerance. The legend names each spec in words
-(attnid.report.names.spec_text), not by its label.
+(attnid.report.labels.spec_text), not by its label.
 """
 
 import pandas as pd
 
-from attnid.report.names import spec_text
+from attnid.report.labels import spec_text
 from attnid.report.style import COLUMN_WIDTH, PALETTE, use_style
 
 FLOOR = 1e-18  # exact zeros of the float64 SVD are drawn here

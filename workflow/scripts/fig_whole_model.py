@@ -1,6 +1,6 @@
 """Figure `whole_model`: where the unidentified parameters of a real language model live.
 
-Reads results/tables/whole_model.csv (one row per shipped config; attnid.hf.tables). One bar per
+Reads results/tables/whole_model.csv (one row per shipped config; attnid.hf.config_tables). One bar per
 model the whole-model count covers: the unidentified parameters split by source (share of all
 unidentified ones, %), grouped into attention (the layers' own symmetries), residual-stream rotations,
 norm gains and biases, LayerNorm centring (reading and writing sides), MLP hidden units (dense and

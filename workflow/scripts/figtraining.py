@@ -2,7 +2,7 @@
 
 Every figure shows each (task, model) apart: its first step is :func:`with_settings`, which writes the
 setting key (`recall/llama`, ...) into the `task` column, and TASK_NAMES here are the settings' display
-names (attnid.report.names.SETTING_NAMES).
+names (attnid.report.labels.SETTING_NAMES).
 
 Imported by workflow/scripts/fig_*.py of the training study (Snakemake puts this folder on sys.path).
 Every interval is the t-interval of attnid.training.analysis (the macros quote the same), passed
@@ -12,8 +12,8 @@ to seaborn as its `errorbar` callable.
 import numpy as np
 import pandas as pd
 
-from attnid.report.names import OPTIMIZER_NAMES, OPTIMIZER_SHORT, REBALANCE_NAMES, ordered, with_settings
-from attnid.report.names import SETTING_NAMES as TASK_NAMES
+from attnid.report.labels import OPTIMIZER_NAMES, OPTIMIZER_SHORT, REBALANCE_NAMES, ordered, with_settings
+from attnid.report.labels import SETTING_NAMES as TASK_NAMES
 from attnid.report.style import MIN_FONT_PT
 from attnid.training.analysis import t_interval, t_quantile
 

@@ -1,17 +1,17 @@
 r"""results/macros/hf.tex: the real-module and modern-variant numbers the paper cites (\Hf..., \Variant...).
 
 Measured (results/hf/modules.csv): how many of the real modules checked agree ('all 28'), the worst gap, the
-range of the weakly identified singular values. Counted (attnid.counting_variants.EXAMPLE_VARIANTS,
+range of the weakly identified singular values. Counted (attnid.layer.counting_variants.EXAMPLE_VARIANTS,
 the same in every preset): unidentified and weakly identified dimensions of one small shape under
 each variant.
 """
 
-from attnid.counting import count
-from attnid.counting_variants import EXAMPLE_SHAPE, EXAMPLE_VARIANTS
+from attnid.layer.counting import count
+from attnid.layer.counting_variants import EXAMPLE_SHAPE, EXAMPLE_VARIANTS
 from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import macro_name, number, scientific
 from attnid.report.macros import count_phrase, fragment
-from attnid.spec import AttentionSpec
+from attnid.layer.spec import AttentionSpec
 
 log = log_to(snakemake.log[0])
 df = read_result(snakemake.input.modules, columns=["agree", "gap", "weak_sigma_min", "weak_sigma_max"])

@@ -7,7 +7,7 @@ the weakly identified directions counted / measured and their singular values re
 largest, whether all agree). The LaTeX table names each case and its shrunk attention in words:
 the published model's display name (its stored config's `_name`) and the config override of the
 case in typewriter, H/G, d_k/d_v, the rotated dims, the biases and the variants of the shrunk spec
-(attnid.report.names.label_fields; all are d_model 16, causal unless marked, with their published
+(attnid.report.labels.label_fields; all are d_model 16, causal unless marked, with their published
 RoPE base), then P, count, measured, gap and the weak directions (their singular values are in the CSV and
 the text's \HfWeakSigma... macros).
 The module class (the model's own attention class) stays in the CSV. Every row agrees (the
@@ -18,7 +18,7 @@ measurement rule fails otherwise), so no agree column. The model and variant col
 import pandas as pd
 
 from attnid.report.latex import booktabs, escape, number
-from attnid.report.names import label_fields
+from attnid.report.labels import label_fields
 
 WRAPPED = r">{\raggedright\arraybackslash}p{%s}"  # package array
 ALIGN = WRAPPED % "3.2cm" + "llll" + WRAPPED % "3.9cm" + "rrrrrr"  # model, H/G, d_k/d_v, p, biases, variants, ...

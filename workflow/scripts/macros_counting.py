@@ -9,7 +9,7 @@ from pathlib import Path
 from attnid.io import atomic_write_text, log_to, read_result
 from attnid.report.latex import macro_name, number
 from attnid.report.macros import fragment, paper_citations
-from attnid.symbolic import latex_macros
+from attnid.layer.symbolic import latex_macros
 
 log = log_to(snakemake.log[0])
 ratios = read_result(snakemake.input.ratios, keep_default_na=False)

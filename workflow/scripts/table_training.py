@@ -11,7 +11,7 @@ it is printed as it was measured.
 import pandas as pd
 
 from attnid.report.latex import escape, number
-from attnid.report.names import OPTIMIZER_NAMES, REBALANCE_NAMES, SETTING_NAMES, ordered, with_settings
+from attnid.report.labels import OPTIMIZER_NAMES, REBALANCE_NAMES, SETTING_NAMES, ordered, with_settings
 
 TASK_ORDER = list(SETTING_NAMES)
 MODE_HEADS = {"none": "none", "project": "project", "balance": "balance"}  # under "final training loss"

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from attnid.report.latex import number
-from attnid.report.names import OPTIMIZER_NAMES, SETTING_NAMES
+from attnid.report.labels import OPTIMIZER_NAMES, SETTING_NAMES
 from attnid.report.study import MEASURES, effect_tests, interval_text
 from attnid.training.analysis import estimate
 

@@ -1,13 +1,13 @@
 """results/tables/whole_model.tex/.csv: whole-model counts of every shipped real config.
 
-One row per stored published config (attnid.hf.tables): P, the unidentified and weakly
+One row per stored published config (attnid.hf.config_tables): P, the unidentified and weakly
 identified parameters of the whole model, the identified share, and the attention layers alone
 (the lower bound that ignores every symmetry between layers); the CSV also holds the breakdown
 by source (src_* columns) and, for a model the count does not cover, the refusal.
 """
 
 from attnid.hf import STORED
-from attnid.hf.tables import shipped_table
+from attnid.hf.config_tables import shipped_table
 from attnid.io import atomic_write_csv, log_to
 from attnid.report.latex import write_table
 

@@ -6,9 +6,9 @@
 
 Modules: :mod:`.point` (the point, its readers and writers), :mod:`.group` (one group of generators),
 :mod:`.sources` (every counting rule's generators), :mod:`.operator` (apply, adjoint, Gram, projection),
-:mod:`.names` (real classes' parameters <-> the layout, each family's map read from `attnid.hf.mapping`),
+:mod:`.name_map` (real classes' parameters <-> the layout, each family's map read from `attnid.hf.mapping`),
 :mod:`.certificate` (the two-sided whole-model certificate), :mod:`.balance` (the balanced point),
-:mod:`.toolkit` (Gauge), :mod:`.optim` (optimizer wrappers, the Trainer callback).
+:mod:`.toolkit` (Gauge), :mod:`.projected` (optimizer wrappers, the Trainer callback).
 """
 
 from .toolkit import Gauge

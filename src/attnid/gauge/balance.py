@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from ..layout import Layout
+from ..layer.layout import Layout
 from ..model.blocks import MLPSpec, MoESpec
 from ..symmetry import balance as balance_layer
 from ..symmetry import balance_product

@@ -153,7 +153,7 @@ def real_certificate(name: str, spec, theta: torch.Tensor, R: torch.Tensor, sigm
     from ..errors import SpecError
     from ..flat import FlatLayout
     from ..model.real import TINY, build_real
-    from .names import name_map
+    from .name_map import name_map
     from .point import FineLayout
 
     real = build_real(name, 0)  # the names and shapes (the point is theta)

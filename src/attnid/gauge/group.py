@@ -1,4 +1,5 @@
-"""One group of generators: a linear map from coefficients to tangent vectors at the point theta.
+"""One group of generators: a linear map from coefficients to tangent vectors at the point theta (the
+whole-model form of `attnid.symmetry.group`, one attention layer's group and its action).
 
 A :class:`Group` is the linearised action of one symmetry (or the span of one blind spot) of a whole
 model at theta: `apply(c)` with c (..., n) returns the tangent's nonzero blocks {fine block name:

@@ -2,7 +2,7 @@
 
 The flat vector is `attnid.model.layout.ModelLayout`'s; :class:`FineLayout` names the same vector with
 every attention block `layers.l.attn` split into its own layer's blocks (`layers.l.attn.W_Q`, ..., in
-`attnid.layout` order, which is contiguous inside the block), so a generator can address W_Q or W_O
+`attnid.layer.layout` order, which is contiguous inside the block), so a generator can address W_Q or W_O
 directly. :class:`Point` holds those blocks (float64), and lists what the residual stream is made of:
 
     reader   a linear map that reads a norm's output: (weight block, the axis of its d_model input,

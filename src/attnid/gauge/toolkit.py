@@ -13,7 +13,7 @@ per point, in float64 whatever the parameters' dtype), so it is idempotent and l
 directional derivative is at rounding. With weak=True the weakly identified directions (exact symmetries for
 eps = 0 that a norm's eps > 0 breaks) join the span; by default they do not (they change the function, a
 little). The point moves with training: `refresh()` re-reads it (the optimizer wrappers of
-`attnid.gauge.optim` do so after every step). A model on the meta device gives `dim` and the generators'
+`attnid.gauge.projected` do so after every step). A model on the meta device gives `dim` and the generators'
 count without weights (LLaMA-3-8B's shapes in seconds); anything numeric needs real weights.
 """
 
@@ -27,7 +27,7 @@ from ..flat import FlatLayout
 from ..model.counting import count_model
 from ..model.spec import ModelSpec
 from ..symmetry.linalg import serial
-from .names import NameMap, name_map
+from .name_map import NameMap, name_map
 from .operator import Generators, Projection
 from .point import DTYPE, FineLayout, Point
 from .sources import generators

@@ -2,7 +2,7 @@
 
 Torch-free here: `attnid.hf.mapping` (config keys -> the model vocabulary), the published configs
 shipped with the package (configs/*.json, each with `_name` and `_source` naming the published file and
-paper) and their tables (`attnid.hf.tables`). `attnid.hf.modules` and `attnid.hf.verify` import torch
+paper) and their tables (`attnid.hf.config_tables`). `attnid.hf.modules` and `attnid.hf.verify` import torch
 and `transformers` to build and measure the real attention modules.
 
     model_spec(load_config("config.json"))   # every block, norm, MLP and embedding of the model

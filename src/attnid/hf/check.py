@@ -6,7 +6,7 @@ it (random float64 weights, eager attention, float64 kept through the library's 
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
   real model and called with the model's own masks and position embeddings on Gaussian inputs, against
-  `attnid.counting.count` of its mapped spec at the tiny size;
+  `attnid.layer.counting.count` of its mapped spec at the tiny size;
 * the whole model: P - rank of the Jacobian of all logits (`attnid.model.grid.verify_case`) against
   `attnid.model.count_model` at the tiny size; by default each position's V logits are sketched to 2 info + 2
   Gaussian combinations (`attnid.model.judge.sketch_rows`: r backward passes a position instead of V, and a
@@ -33,7 +33,7 @@ import time
 
 import torch
 
-from ..counting import count
+from ..layer.counting import count
 from ..errors import SpecError
 from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64

@@ -9,7 +9,7 @@ there is one, else modeling_<type>.py, and its config class's defaults) and star
     cross-attention          a decoder-only model with cross-attention layers
     multimodal               the registered class holds a vision or audio tower beside the language model
     M-RoPE                   multimodal rotary positions (sections of each head rotated by different position ids)
-    attention not counted    softmax attention with a variant attnid.counting does not model (named)
+    attention not counted    softmax attention with a variant attnid.layer.counting does not model (named)
     not yet mapped           every attention layer is one the count models; no mapper names the type yet
                              (what a mapper would have to read or the whole-model count lacks is named)
 

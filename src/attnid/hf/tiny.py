@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from ..model.blocks import MoESpec
-from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
+from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
 from .mapping import TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
@@ -142,8 +142,10 @@ def tiny_config(cfg: dict) -> dict:
         if tiny.get(key) is not None:
             tiny[key] = WIDTH if tiny[key] == cfg.get("hidden_size") else 2 * WIDTH
     _set(tiny, defaults, LAYER_KEYS, len(kept))
-    rows = SEQ_LEN + unread_position_rows(cfg)  # RoBERTa's table: padding_idx + 1 rows before the first token's
-    _set(tiny, defaults, POSITION_KEYS, rows if spec.positions == "learned" else POSITIONS)
+    unread = unread_position_rows(cfg)  # RoBERTa's table: padding_idx + 1 rows before the first token's
+    _set(tiny, defaults, POSITION_KEYS, SEQ_LEN + unread if spec.positions == "learned" else POSITIONS)
+    if unread:
+        tiny[PAD_READS_POSITIONS] = True  # the real class keeps its pad token id (attnid.model.real.real_config)
     return _data_limited_table(tiny, spec)
 
 

@@ -2,7 +2,7 @@
 
 For one case (a stored published config, optional overrides, shrunk by
 :func:`attnid.hf.modules.shrink`), the config is mapped to a ModelSpec (`attnid.hf.mapping`), whose block `layer` gives the AttentionSpec,
-and counted (`attnid.counting.count`), and the real module of that config is built with random
+and counted (`attnid.layer.counting.count`), and the real module of that config is built with random
 float64 weights (`attnid.hf.modules.build_module`). The module's parameter count must equal the spec's
 P (a mapping that misses a bias or a norm gain fails here), and
 
@@ -22,7 +22,7 @@ import time
 import torch
 from torch.func import jacrev, vmap
 
-from ..counting import count
+from ..layer.counting import count
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank
 from .mapping import model_spec
 from .modules import DTYPE, build_module, shrink

@@ -3,7 +3,7 @@
 For a spec with P parameters the layer is a map theta -> Y(X; theta). At a generic point theta
 and enough generic inputs X, the null space of J = dY/dtheta (all outputs of all tokens, one row
 each) is the tangent space of the fibre, so its dimension P - rank J is the unidentified
-dimension that :func:`attnid.counting.count` predicts. Everything runs in float64.
+dimension that :func:`attnid.layer.counting.count` predicts. Everything runs in float64.
 
 Modules, each one idea: :mod:`.sizing` (how many tokens, where RoPE positions go, what it will
 cost), :mod:`.products` (rows of J, J u, J^T J u, sigma_max), :mod:`.directions` (the predicted
@@ -13,7 +13,7 @@ null space from :mod:`attnid.symmetry`, and directions that must stay outside), 
 bulk verification, bias effects). Every public name is importable from here.
 """
 
-from .certificate import CERT_RTOL, accumulate_gram, certify, peak_memory_bytes, pivot_coordinates, reset_peak_memory
+from .rank_certificate import CERT_RTOL, accumulate_gram, certify, peak_memory_bytes, pivot_coordinates, reset_peak_memory
 from .dense import RANK_RTOL, measure, numerical_rank, singular_values, tall_svdvals, triangular_factor
 from .directions import direction_checks, orthonormal_basis, outside_directions, symmetry_directions
 from .grids import (

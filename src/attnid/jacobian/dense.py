@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from ..spec import AttentionSpec
+from ..layer.spec import AttentionSpec
 from .products import jacobian_rows
 from .sizing import DTYPE, input_sizing, position_ids, random_point
 

@@ -3,7 +3,7 @@ r"""The predicted null space of J, from the symmetry package, and directions tha
 Predicted null space. :class:`attnid.symmetry.Projector` is the orthogonal projection onto the
 unidentified subspace T at theta, built from the structure of the layer (per group the product
 kernels of the query-key and value-output pairs, the RoPE commutant on each rotated plane, the
-key bias on unrotated dims, the value-bias constant), independently of :mod:`attnid.counting`.
+key bias on unrotated dims, the value-bias constant), independently of :mod:`attnid.layer.counting`.
 Its range, sampled as V = P_T Omega for n = min(P, count + 8) Gaussian vectors Omega, spans T
 with probability one (rank V = dim T whenever dim T <= n, and rank V > count whenever dim T
 exceeds the count). Three judges then meet: dim span V must equal the count, and J V must vanish
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..counting import count
-from ..spec import AttentionSpec
+from ..layer.counting import count
+from ..layer.spec import AttentionSpec
 from ..symmetry import Projector, commutant, orbit_tangent
 from .dense import RANK_RTOL, numerical_rank
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 
-from ..counting import count
-from ..layout import Layout
-from ..spec import AttentionSpec, SpecError
+from ..layer.counting import count
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec, SpecError
 from .dense import RANK_RTOL, measure, singular_values
 from .sizing import DTYPE
 from .verification import resolve_device_option, verify
@@ -25,7 +25,7 @@ SPEC_KEYS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope"
 
 
 def spec_from_fields(fields: dict) -> AttentionSpec:
-    """A spec from config fields (SPEC_KEYS; `rope` is the RoPE word or dims of attnid.spec.parse_rope)."""
+    """A spec from config fields (SPEC_KEYS; `rope` is the RoPE word or dims of attnid.layer.spec.parse_rope)."""
     unknown = set(fields) - set(SPEC_KEYS)
     if unknown:
         raise ValueError(f"unknown spec keys {sorted(unknown)}; use {', '.join(SPEC_KEYS)}")
@@ -98,7 +98,7 @@ def ratio_figure_rows(ratios):
     non-causal, the grid's width, standard head sizes d_k = d_v = d / H, and of those: no RoPE and no
     bias at every group count (panel a); MHA with no bias at every RoPE variant (panel b); MHA without
     or with full RoPE at every bias subset (panel c)."""
-    from ..spec import bias_text
+    from ..layer.spec import bias_text
 
     df = ratios.copy()
     df["biases"] = df["biases"].map(bias_text)  # the table vocabulary: 'none' or canonical letters
@@ -114,10 +114,10 @@ def ratio_figure_rows(ratios):
 
 def ratio_grid_at_width(ratios, d_model: int):
     """The same (H, G, RoPE word, biases) as the rows of `ratios`, at width `d_model` with standard head
-    sizes d / H (:func:`attnid.counting.ratio_grid`); head counts that do not divide d_model, and RoPE
+    sizes d / H (:func:`attnid.layer.counting.ratio_grid`); head counts that do not divide d_model, and RoPE
     words that round to no rotated dims at the smaller head size, are left out."""
-    from ..counting import ratio_grid
-    from ..spec import bias_text
+    from ..layer.counting import ratio_grid
+    from ..layer.spec import bias_text
 
     heads = sorted(h for h in ratios["n_heads"].unique() if d_model % h == 0)
     if not heads:

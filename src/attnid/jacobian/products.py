@@ -6,7 +6,7 @@ Jacobian of a (T, d) output: :func:`jacobian_rows` vmaps ``torch.func.jacrev`` o
 backward passes of length T each, not of the whole batch). Forward-mode products J u
 (:func:`jvps`) and Gauss-Newton products J^T J u (:func:`gauss_newton`) are vmapped over the rows
 of U; :func:`sigma_max` is power iteration on J^T J. Every function takes the RoPE position ids
-(B, T) and optional explicit frequencies of :mod:`attnid.attention`.
+(B, T) and optional explicit frequencies of :mod:`attnid.layer.forward`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import math
 import torch
 from torch.func import jacrev, jvp, vjp, vmap
 
-from ..attention import attention
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.forward import attention
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 
 
 def jacobian_rows(

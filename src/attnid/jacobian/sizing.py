@@ -46,10 +46,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..counting import count
+from ..layer.counting import count
 from ..float64 import DTYPE
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 
 POSITION_RULES = ("spread", "contiguous")
 POSITION_SEED_OFFSET = 104729  # positions use their own stream, so theta and X do not depend on the rule
@@ -74,7 +74,7 @@ class Sizing:
 def measurement_seq_len(spec: AttentionSpec) -> int:
     """The T a measurement uses unless the caller fixes it: max(3, p + 2, ceil(c d / H) + 1), c = 2 if
     causal else 1, so that the attention rows do not limit the information per token and every rotary
-    frequency is seen (module docstring). Not T_min, the least T the count holds at (attnid.counting)."""
+    frequency is seen (module docstring). Not T_min, the least T the count holds at (attnid.layer.counting)."""
     causal = 2 if spec.causal else 1
     return max(3, spec.rope_dims + 2, math.ceil(causal * spec.d_model / spec.n_heads) + 1)
 

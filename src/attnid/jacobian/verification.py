@@ -1,7 +1,7 @@
 r"""verify(spec): the count against the Jacobian, with a verdict that says when it cannot decide.
 
 One call measures P - rank J at a random point (dense SVD for small P, the Cholesky certificate
-above ``dense_max_params``) and compares it with :func:`attnid.counting.count`. Before anything
+above ``dense_max_params``) and compares it with :func:`attnid.layer.counting.count`. Before anything
 is allocated it validates its options (a ValueError whose message starts with the option's name)
 and estimates memory and time (:func:`attnid.jacobian.sizing.estimate_cost`); a spec above
 ``max_memory_gb`` is refused in one line. The verdict (``status``):
@@ -32,9 +32,9 @@ from numbers import Integral, Real
 
 import torch
 
-from ..counting import count
-from ..spec import AttentionSpec
-from .certificate import certify
+from ..layer.counting import count
+from ..layer.spec import AttentionSpec
+from .rank_certificate import certify
 from .dense import RANK_RTOL, measure
 from .directions import direction_checks
 from .sizing import DTYPE, POSITION_RULES, estimate_cost

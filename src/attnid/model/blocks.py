@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..spec import AttentionSpec, SpecError
+from ..layer.spec import AttentionSpec, SpecError
 
 MLPS = ("relu", "gelu", "swiglu", "geglu", "relu2", "silu", "relu2glu")
 SCORINGS = ("softmax", "topk_softmax", "sigmoid")

@@ -1,5 +1,5 @@
 """The whole model as a pure float64 function: logits = f(theta, tokens) (maths in `attnid.model.spec`,
-the blocks in `attnid.model.blocks`).
+the blocks in `attnid.model.blocks`); the whole-model form of `attnid.layer.forward`, one attention layer's.
 
 Embedding rows are read by indexing (a gather), so every row's gradient is exact; there is no
 padding row whose gradient is zeroed. `torch.func` can differentiate and batch `logits`. A mixture of
@@ -18,7 +18,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from ..attention import attention
+from ..layer.forward import attention
 from .blocks import MLPSpec, MoESpec
 from .layout import ModelLayout
 from .spec import ModelSpec

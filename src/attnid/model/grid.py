@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ..spec import AttentionSpec, SpecError
+from ..layer.spec import AttentionSpec, SpecError
 from .blocks import LayerSpec, MLPSpec, MoESpec
 from .counting import count_model
 from .judge import (

@@ -3,7 +3,7 @@
 Blocks, in order (absent ones skipped), d = d_model, V = vocab, m = d_ff, T = max_positions:
 
     embed (V, d)   pos (T, d)   embed_norm.{gain,bias} (d,)
-    per layer l:   layers.l.norm_1.{gain,bias}   layers.l.attn (P_attn of layer l,)  [attnid.layout order]
+    per layer l:   layers.l.norm_1.{gain,bias}   layers.l.attn (P_attn of layer l,)  [attnid.layer.layout order]
                    layers.l.norm_2.{gain,bias}   layers.l.mlp.{gate (d, m), gate_bias (m,), up (d, m),
                    up_bias (m,), down (m, d), down_bias (d,)}   (m = layer l's d_ff)
     final_norm.{gain,bias} (d,)   unembed (d, V)   unembed_bias (V,)
@@ -18,7 +18,7 @@ from math import prod
 import torch
 
 from ..flat import FlatLayout
-from ..layout import Layout
+from ..layer.layout import Layout
 from .spec import ModelSpec
 
 

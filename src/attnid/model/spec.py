@@ -1,5 +1,5 @@
 """The whole-model vocabulary: :class:`ModelSpec`, one transformer language model as a function, and the
-glossary of the model level (the layer level's is `attnid.spec`).
+glossary of the model level (the layer level's is `attnid.layer.spec`).
 
 A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V):
 
@@ -23,7 +23,7 @@ Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.
     model spec        this dataclass: every shape and option of the function above; its flat parameter vector
                       is laid out by `attnid.model.layout.ModelLayout` (names like `layers.3.mlp.down`)
     block             one transformer layer, a :class:`attnid.model.blocks.LayerSpec`: an attention layer
-                      (:class:`attnid.spec.AttentionSpec`) and an MLP (`MLPSpec`, or a mixture `MoESpec`);
+                      (:class:`attnid.layer.spec.AttentionSpec`) and an MLP (`MLPSpec`, or a mixture `MoESpec`);
                       `layer_specs` lists every block, `layers` holds them when they differ
     stream            the residual stream h (width d = d_model) that every block reads and writes
     reader / writer   a linear map that reads a norm's output (q, k, v, the MLP's up/gate, the router, the
@@ -50,7 +50,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..spec import AttentionSpec, SpecError
+from ..layer.spec import AttentionSpec, SpecError
 from .blocks import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from .latex import defined_names, escape, macros, number
-from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
+from .labels import OPTIMIZER_NAMES, REBALANCE_NAMES, ordered
 
 DEFAULT_CONFIG = "config/config.yaml"  # the Snakefile's own configfile: the command names only the presets over it
 

@@ -3,7 +3,7 @@ answers its five questions; this module only writes the answers as LaTeX).
 
 Every estimate is printed as 'mean [low, high]', its 95% t-interval (:func:`interval_text`), and every
 macro exists in every preset: a number a preset does not measure reads 'n/a'. A task learned by a model is a
-setting (attnid.report.names.SETTING_NAMES); macros name it by its key (`recall/llama` -> `RecallLlama`; this
+setting (attnid.report.labels.SETTING_NAMES); macros name it by its key (`recall/llama` -> `RecallLlama`; this
 project's own teacher-student layer: no suffix, its own transformer on recall: `Recall`, as before).
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..training.analysis import chance_ratio, estimate, heads_slopes, lr_slopes, ok
 from .latex import escape, macro_name, number
-from .names import OPTIMIZER_NAMES, SETTING_NAMES, SOURCE_NAMES, TASK_NAMES, ordered, setting, with_settings
+from .labels import OPTIMIZER_NAMES, SETTING_NAMES, SOURCE_NAMES, TASK_NAMES, ordered, setting, with_settings
 from .significance import holm, t_test_pvalue
 
 

@@ -9,7 +9,7 @@ A figure is drawn at the width the paper prints it (COLUMN_WIDTH for \columnwidt
 \textwidth: paper/main.tex's geometry, 0.75 in margins and a 0.25 in column gap on letter paper) and
 saved at exactly that size (constrained layout, no tight bounding box), so LaTeX never scales it
 and every text is printed at its own size, at least MIN_FONT_PT points. Display names of the
-categorical values of the training sweep come from attnid.report.names (re-exported here for the
+categorical values of the training sweep come from attnid.report.labels (re-exported here for the
 figure scripts).
 """
 
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from ..io import atomic_path
-from .names import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered  # noqa: F401 - the figures' names
+from .labels import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered  # noqa: F401 - the figures' names
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]

@@ -4,7 +4,7 @@ Each function takes the frame a rule wrote (results/<preset>/counting/*.csv, the
 summary, the training sweep's overlap table) and returns the table as printed (LaTeX column titles)
 and, for numeric cells, a format spec per column, for :func:`attnid.report.latex.booktabs` /
 :func:`attnid.report.latex.write_table`. No torch, pandas only; nothing is measured here, the
-numbers come from :mod:`attnid.counting`, :mod:`attnid.symmetry.checks` and :mod:`attnid.training.sweep`.
+numbers come from :mod:`attnid.layer.counting`, :mod:`attnid.symmetry.checks` and :mod:`attnid.training.sweep`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..training.analysis import estimate, heads_slopes, ok
 from .latex import macro_name, number
-from .names import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
+from .labels import OPTIMIZER_NAMES, SETTING_NAMES, with_settings
 from .study import MEASURES, SLOPE_OPTIMIZERS, converged_runs, effect_tests, interval_text, paired
 
 SWEEP = "text/llama"  # the setting swept against H at a fixed head size

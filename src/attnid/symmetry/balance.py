@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 from .linalg import nonzero_singular, serial
 from .stacks import blocks64, qk_stack, qk_unstack, vo_stack, vo_unstack
 

@@ -13,10 +13,10 @@ import math
 import pandas as pd
 import torch
 
-from ..attention import attention
-from ..counting import count
-from ..layout import Layout
-from ..spec import AttentionSpec, parse_rope
+from ..layer.forward import attention
+from ..layer.counting import count
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec, parse_rope
 from .balance import balance
 from .conserved import imbalance
 from .group import act, act_heads, commutant, group_element, permute_heads
@@ -99,7 +99,7 @@ def check_spec(spec: AttentionSpec, seed: int = 0, batch: tuple[int, int] = (2, 
 
 def grid_specs(d_model: int, heads, kv_groups, head_dims, rope, biases) -> list[AttentionSpec]:
     """The check grid: H in heads, G in kv_groups dividing H, d_head_qk = d_head_v in head_dims, each RoPE
-    variant (none/half/full, attnid.spec.parse_rope; repeats skipped) and bias subset."""
+    variant (none/half/full, attnid.layer.spec.parse_rope; repeats skipped) and bias subset."""
 
     specs = []
     for H, G, dh, variant, b in itertools.product(heads, kv_groups, head_dims, rope, biases):

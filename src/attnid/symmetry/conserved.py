@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..spec import AttentionSpec
+from ..layer.spec import AttentionSpec
 from .group import commutant
 from .stacks import PARTS, blocks64, qk_stack, vo_stack
 

@@ -19,8 +19,8 @@ import math
 
 import torch
 
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 from .stacks import COMPUTE_DTYPE, blocks64, qk_stack, qk_unstack, vo_stack, vo_unstack
 
 

@@ -15,7 +15,7 @@ with dL(A, B)(dA, dB) = dA B^T + A dB^T. For a product (A, B), A (m, n), B (c, n
 
 the orbit tangent plus, when n exceeds m or c (head sizes above d_model, or GQA stacks), the
 directions that one factor cannot see; then the generators M are not independent. Its dimension
-is attnid.counting's fibre n (m + c) - rho (m + c - rho), rho = min(n, m, c).
+is attnid.layer.counting's fibre n (m + c) - rho (m + c - rho), rho = min(n, m, c).
 
 Orthogonal projection onto ker dL (:class:`ProductKernel`). With the Gram eigendecompositions
 A^T A = U diag(a) U^T, B^T B = V diag(b) V^T, Pi_A, Pi_B the projectors onto the row spaces of A
@@ -39,9 +39,9 @@ import math
 
 import torch
 
-from ..counting import count
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.counting import count
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 from .linalg import factor_eigs, nonzero, safe_inverse, serial
 from .stacks import (
     COMPUTE_DTYPE,
@@ -59,7 +59,7 @@ OVERLAP_KEYS = ("all", *PARTS)  # what :func:`overlap` measures: the whole vecto
 
 
 def subspace_dim(spec: AttentionSpec, part: str | None = None) -> int:
-    """dim T (or of one part) from attnid.counting: query_key = query_key + key_bias, value_output = value_output + value_bias."""
+    """dim T (or of one part) from attnid.layer.counting: query_key = query_key + key_bias, value_output = value_output + value_bias."""
     check_part(part)
     b = count(spec).breakdown
     dims = {"query_key": b["query_key"] + b["key_bias"], "value_output": b["value_output"] + b["value_bias"]}

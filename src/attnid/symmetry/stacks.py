@@ -1,6 +1,6 @@
 """Per-group stacked matrices: the view of the flat parameters that the symmetry group acts on.
 
-Notation (row convention, see :mod:`attnid.spec`): H query heads in G KV groups of r = H/G heads,
+Notation (row convention, see :mod:`attnid.layer.spec`): H query heads in G KV groups of r = H/G heads,
 d = d_model, k = d_head_qk split into p rotated dims (the first p, planes (0,1),(2,3),...) and
 u = k - p unrotated ones, v = d_head_v. Per group g two stacked matrices carry each side:
 
@@ -11,15 +11,15 @@ u = k - p unrotated ones, v = d_head_v. Per group g two stacked matrices carry e
 
 Every function accepts leading batch dims "..." and has an exact inverse (``*_unstack``), so the
 group action, the projector, the balance and the conserved quantities all read and write the flat
-layout of :mod:`attnid.layout` through these views.
+layout of :mod:`attnid.layer.layout` through these views.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 
 PARTS = ("query_key", "value_output")
 PART_BLOCKS = {"query_key": ("W_Q", "b_Q", "W_K", "b_K"), "value_output": ("W_V", "b_V", "W_O", "b_O")}

@@ -23,7 +23,7 @@ p = softmax(W_r x) over the experts, S its TOP_K largest, and
 (gate_up_proj (E, 2F, d) stacks W_gate and W_up, down_proj (E, d, F)). Width F = mlp_ratio d / TOP_K: a token passes
 through TOP_K experts, so it sees a hidden width of mlp_ratio d, Llama's at the same run config (the same compute
 per token, twice the MLP parameters), and 4 experts at top-2 keep every expert trained on about half the tokens of a
-tiny batch. The experts run through attnid.training.experts' `dense` implementation, registered in `transformers`'
+tiny batch. The experts run through attnid.training.dense_experts' `dense` implementation, registered in `transformers`'
 ExpertsInterface (transformers/integrations/moe.py): every expert on every token, weighted by the routing weights
 scattered to (tokens, experts), zero for the experts not chosen, as two matrix products over the stacked weights;
 the same sum as `batched_mm` to rounding, loss and gradient (tests/test_training_archs.py), and it vmaps over the
@@ -42,7 +42,7 @@ and a stacked expert weight (E, out, in) its last, (E, in, out) its middle where
 transposed (`is_transposed`, set by transformers' use_experts_implementation): gate_up_proj (E, 2F, d)
 reads d, down_proj (E, d, F) reads F.
 
-The attention layers inside, as attnid.layout sees them (:func:`attention_maps`): for each block, the
+The attention layers inside, as attnid.layer.layout sees them (:func:`attention_maps`): for each block, the
 AttentionSpec of its attention and an index vector that gathers that spec's flat layout (W_Q, [b_Q], W_K,
 ..., W_O, [b_O]) out of the run's flat parameter vector (`named_parameters()` order, each tensor row-major).
 Llama's (and Mixtral's) rotary embedding rotates dim i with dim i + k/2 (`rotate_half`); attnid's RoPE rotates
@@ -60,15 +60,15 @@ import torch
 
 from ..float64 import KeepFloat64
 from ..softmax import ShortSoftmax
-from ..spec import AttentionSpec
-from .experts import DENSE, register
+from ..layer.spec import AttentionSpec
+from .dense_experts import DENSE, register
 from .tasks import STREAM_MODEL, generator
 
 ARCHS = ("llama", "gpt2", "mixtral")
 CLASSES = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel", "mixtral": "MixtralForCausalLM"}
 ROPE_BASE = 10000.0
 N_EXPERTS, TOP_K = 4, 2  # mixtral's experts and experts per token (module docstring)
-EXPERTS_IMPLEMENTATION = DENSE  # attnid.training.experts: vmaps, no gather, no data-dependent loop
+EXPERTS_IMPLEMENTATION = DENSE  # attnid.training.dense_experts: vmaps, no gather, no data-dependent loop
 
 
 def hf_config(model: str, spec: AttentionSpec, n_tokens: int, seq_len: int, n_layers: int, mlp_ratio: int) -> dict:
@@ -182,7 +182,7 @@ def _flat_index(offset: int, shape: tuple, rows: torch.Tensor, cols: torch.Tenso
 
 def attention_maps(model: str, module: torch.nn.Module, spec: AttentionSpec) -> list[torch.Tensor]:
     """Per block, the index vector (P_layer,) of attnid's layout of `spec` in the flat parameter vector."""
-    from ..layout import Layout
+    from ..layer.layout import Layout
 
     layout, offsets = Layout(spec), _offsets(module)
     H, G, d, k, v = spec.n_heads, spec.G, spec.d_model, spec.d_head_qk, spec.d_head_v

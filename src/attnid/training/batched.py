@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from .. import symmetry
 from ..device import resolve_device
-from ..layout import Layout
+from ..layer.layout import Layout
 from .determinism import deterministic
 from .gauges import model_gauge
 from .data import Data

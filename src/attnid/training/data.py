@@ -29,7 +29,7 @@ class Data:
         self.tasks = [tasks[i] for i in self.unique]
         self.regression = isinstance(self.tasks[0], TeacherStudent)
         if self.regression:
-            from ..attention import attention
+            from ..layer.forward import attention
 
             spec, layout = self.tasks[0].spec, self.tasks[0].teacher.layout
             self.teachers = torch.stack([t.teacher.theta.detach() for t in self.tasks])  # (U, P)

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from .. import symmetry
-from ..spec import AttentionSpec
+from ..layer.spec import AttentionSpec
 
 WINDOW_COLUMNS = ("loss", "rebalance_function_change", "rebalance_norm_removed")
 

@@ -1,6 +1,6 @@
 """The two trained models; each exposes its attention layers through `attention_layers()`.
 
-* :class:`Student` — one :class:`attnid.attention.AttentionLayer` (teacher-student regression).
+* :class:`Student` — one :class:`attnid.layer.forward.AttentionLayer` (teacher-student regression).
 * :class:`TinyTransformer` — a pre-norm decoder of `n_layers` blocks (nanoGPT-style):
 
       h_0 = E_tok[tokens] + E_pos[0..T-1]                          (B, T, d)
@@ -14,7 +14,7 @@
   which is all the recall loss reads. It computes the same numbers (up to summation order) with less
   work: position T-1 of block L depends on block L-1 at every position (keys and values), but its
   own query, attention output, MLP, the final norm and the unembedding are needed at T-1 only
-  (`attnid.attention.attention(..., last_only=True)`). For the recall sizes that is about 45% of the forward and backward
+  (`attnid.layer.forward.attention(..., last_only=True)`). For the recall sizes that is about 45% of the forward and backward
   FLOPs saved.
 
 The attention symmetry group of each layer acts on its theta alone and leaves Attn_l, hence the
@@ -27,8 +27,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention import AttentionLayer, attention
-from ..spec import AttentionSpec
+from ..layer.forward import AttentionLayer, attention
+from ..layer.spec import AttentionSpec
 
 
 class Student(nn.Module):

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from ..layout import Layout
-from ..spec import AttentionSpec
+from ..layer.layout import Layout
+from ..layer.spec import AttentionSpec
 from ..symmetry import PART_BLOCKS
 
 EPS = 1e-8  # Adam's epsilon (torch's default)

@@ -16,7 +16,7 @@ import math
 import torch
 
 from .. import symmetry
-from ..layout import Layout
+from ..layer.layout import Layout
 
 
 def stacked_projector(spec, theta: torch.Tensor):

@@ -1,8 +1,8 @@
 """The training sweep as data, without torch: config section `training:` -> run configs and jobs.
 
 The Snakefile imports this module to list the jobs and their outputs, so it imports nothing
-that needs torch (only :mod:`attnid.spec`). A run is a pure function of its :class:`RunConfig`;
-a run config holds the attention layer as one :class:`attnid.spec.AttentionSpec` (`attention`),
+that needs torch (only :mod:`attnid.layer.spec`). A run is a pure function of its :class:`RunConfig`;
+a run config holds the attention layer as one :class:`attnid.layer.spec.AttentionSpec` (`attention`),
 never as loose fields.
 
 Config (validated by workflow/schemas/config.schema.yaml): global options (seeds, rebalancing
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 
-from ..spec import AttentionSpec
+from ..layer.spec import AttentionSpec
 
 TASKS = ("teacher_student", "recall", "markov", "text")
 MODELS = ("own", "llama", "gpt2", "mixtral")  # own: attnid's layer / tiny transformer; the others: training.archs

@@ -76,8 +76,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..attention import AttentionLayer
-from ..spec import AttentionSpec
+from ..layer.forward import AttentionLayer
+from ..layer.spec import AttentionSpec
 from . import corpus as text_corpus
 
 # Independent random streams of one run (seeded with `seed * N_STREAMS + stream`).

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from ...symmetry import commutant_basis
 from ..group import Group, outer_input
 from ..point import DTYPE, Point, rows_update

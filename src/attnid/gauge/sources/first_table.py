@@ -37,8 +37,8 @@ from __future__ import annotations
 import torch
 
 from ...jacobian import RANK_RTOL, numerical_rank
-from ...spec_variants import QK_NORMS_AFTER_ROPE
-from ...variants import latent_qkv, normalize_qk
+from ...layer.spec_variants import QK_NORMS_AFTER_ROPE
+from ...layer.variants import latent_qkv, normalize_qk
 from ..point import DTYPE, Point
 
 MAX_PARAMS = 20_000  # columns of dF above which the kernel is not computed (a dense SVD of that width)

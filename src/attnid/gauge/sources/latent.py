@@ -1,7 +1,7 @@
 r"""Generators of a latent attention block inside a model (DeepSeek's multi-head latent attention; source
 `attention`, counted by `attnid.model.counting.attention`; part of `.attention`).
 
-At the layer level it is counted by `attnid.counting_variants`. Per head gl(u) on the nope query/key, one C^* per
+At the layer level it is counted by `attnid.layer.counting_variants`. Per head gl(u) on the nope query/key, one C^* per
 plane of the shared RoPE key (all heads' rope query columns against W_KR), gl(v) per head on (W_UV, W_O),
 and per latent of rank r its orthogonal group and gains, O(r) x R^r: dW_D = W_D X (X skew),
 dW_U = -D^-1 X D W_U, dgain = gain s, dW_U = -diag(s) W_U; the down-projection's scale is weak for eps > 0.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from ...symmetry import commutant_basis
 from ..group import Group
 from ..point import DTYPE

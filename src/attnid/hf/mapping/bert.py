@@ -31,7 +31,7 @@ Every relative's attention layer is BERT's (biased MHA), rotary in RoFormer's.
 from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 from .names import attention_linear, linear, norm, same
 

@@ -5,7 +5,7 @@ a GELU MLP of width 4 d (fixed in code), tied embeddings by default."""
 from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import read_flag, read_float, read_int
 from .names import fused_per_head, head_names, mlp_linear, norm, same
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, layer_types, mlp_kind, read_flag, read_float, read_int, read_str, rope
 
 MODEL_TYPES = ("cohere", "cohere2")

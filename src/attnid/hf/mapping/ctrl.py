@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import read_flag, read_float, read_int
 from .opt import SINUSOIDAL_FLOAT64
 

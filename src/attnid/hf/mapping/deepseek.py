@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec, MoESpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .experts import experts
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, routed_layers
 from .names import expert_names, head_names, heads, linear, mlp_linear, norm, out_heads, rope_perm, same

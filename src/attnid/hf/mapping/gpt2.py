@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 from .names import head_names, norm, same
 

@@ -44,7 +44,7 @@ import math
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, partial_factor, read_flag, read_float, read_int, read_section, rope
 
 ATTENTION = ("full_attention", "sliding_attention")  # the layer kinds that hold softmax attention

@@ -27,7 +27,7 @@ None ties its embeddings by default but StarCoder2.
 from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 
 MODEL_TYPES = ("starcoder2", "stablelm", "persimmon", "nemotron", "jais2", "olmo")

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec, MoESpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .experts import experts
 from .keys import (
     aliased,

@@ -23,7 +23,7 @@ rotary base is rope_parameters' (DbrxRotaryEmbedding reads config.rope_parameter
 from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .experts import experts
 from .keys import read_flag, read_float, read_int, read_section, read_str, rope
 

@@ -3,7 +3,7 @@ r"""The words a family's name map is written in, as plain data (no torch): one e
 A family module of this package defines NAME_MAPS = {model_type: names}, `names(spec, cfg)` listing, per
 parameter of the `transformers` class, the entry that maps it onto fine blocks of the layout
 (`attnid.gauge.point.FineLayout`). An entry is a tuple (kind, class parameter, fine block(s), sizes...) whose
-kind `attnid.gauge.names` turns into the map of tensors and its inverse; every kind is a permutation of
+kind `attnid.gauge.name_map` turns into the map of tensors and its inverse; every kind is a permutation of
 coordinates, so the name map is exact and its adjoint is its inverse (`transformers` 5.24,
 models/<type>/modeling_<type>.py):
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_int, read_str, refuse_if
 from .names import attention_linear, head_names, mlp_linear, norm, rows, same
 

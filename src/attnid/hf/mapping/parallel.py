@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 from .names import fused_per_head, head_names, mlp_linear, norm, out_heads, rope_perm, same
 

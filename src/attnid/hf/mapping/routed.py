@@ -54,7 +54,7 @@ import math
 
 from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
-from ...spec import AttentionSpec
+from ...layer.spec import AttentionSpec
 from .experts import experts
 from .keys import (
     head_sizes,

@@ -42,7 +42,7 @@ counts are generic; the judge's cases use GELU where a ReLU unit could starve.
 
 from __future__ import annotations
 
-from ...counting import Counts, count
+from ...layer.counting import Counts, count
 from ..spec import ModelSpec
 from .embeddings import embedding_norm_terms, head_and_type_terms, position_shift, unread_positions
 from .limits import check_countable
@@ -104,7 +104,7 @@ def _pre_ln_terms(spec: ModelSpec) -> tuple[dict, int, int]:
 
 
 def count_attention_layers(spec: ModelSpec) -> Counts:
-    """Every block's attention layer counted alone (`attnid.counting.count`) and summed: the attention
+    """Every block's attention layer counted alone (`attnid.layer.counting.count`) and summed: the attention
     parameters only, a lower bound on the model's count that ignores every symmetry between layers."""
     counts = [count(x.attention) for x in spec.layer_specs]
     breakdown: dict[str, int] = {}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...counting import _fibre_of_product, count
-from ...spec import AttentionSpec
+from ...layer.counting import count
+from ...layer.counting_variants import fibre_of_product
+from ...layer.spec import AttentionSpec
 
 
 def attention_fibre(
@@ -19,7 +20,7 @@ def attention_fibre(
     and writing into a d_out-dim stream, with effective biases `biases` (a subset of 'qkvo').
 
     Proposition (effective attention). After a norm the layer reads x = n diag(g) + beta, an affine image
-    of a d_c-dim set, so its count is `attnid.counting.count` at width d_in = d_c (d raw) on the reading
+    of a d_c-dim set, so its count is `attnid.layer.counting.count` at width d_in = d_c (d raw) on the reading
     side, with a bias on Q, K, V whenever the norm has a beta or the map has a bias (the offset beta W is a
     bias); on the writing side (unless a norm on the heads' output, BitNet's, keeps the layer's own count there) the value-output products W_V W_O^h land in d_out dims (d - 1 when every
     reader of the stream is a LayerNorm), and the value bias is seen through the constant it adds, of which
@@ -30,9 +31,9 @@ def attention_fibre(
     inner = count(dataclasses.replace(spec, d_model=d_in, biases=biases, seq_len=None))
     G, r, v = spec.n_kv_heads, spec.group_size, spec.d_head_v
     breakdown = dict(inner.breakdown)
-    if spec.sub_norm:  # O(v) per group and the gains: the layer's own count (attnid.counting_variants)
+    if spec.sub_norm:  # O(v) per group and the gains: the layer's own count (attnid.layer.counting_variants)
         return sum(breakdown.values()), inner.weakly_identified
-    breakdown["value_output"] = G * _fibre_of_product(d_in, r * d_out, v)
+    breakdown["value_output"] = G * fibre_of_product(d_in, r * d_out, v)
     if "v" not in biases:
         breakdown["value_bias"] = 0
     elif spec.sinks:  # rows sum to less than one: b_V seen except on the left kernel of the stacked W_O
@@ -48,7 +49,7 @@ def latent_fibre(spec: AttentionSpec) -> tuple[int, int]:
     """(unidentified, weakly identified) of one multi-head latent attention block behind an RMSNorm.
 
     Proposition (latent attention in a model). The block reads and writes all d dims (an RMSNorm's output
-    spans R^d), so its count is the layer's own (`attnid.counting_variants`): r (r + 1) / 2 per latent of
+    spans R^d), so its count is the layer's own (`attnid.layer.counting_variants`): r (r + 1) / 2 per latent of
     rank r (W_D -> W_D O, any gains, the up-projections compensating), GL(u) per head on the nope
     query/key (H u^2), one C^* per RoPE plane of the shared key (p), GL(v) per head on (W_UV, W_O) (H v^2),
     and the scale of each down-projection (weak for eps > 0): 1 + [r_q > 0]. The pre-attention gain

@@ -7,7 +7,7 @@ of the centred stream), k = d (1 + [beta]) (an embedding norm's gain and bias).
 
 from __future__ import annotations
 
-from ...spec import SpecError
+from ...layer.spec import SpecError
 
 
 def position_shift(spec, d_out: int) -> int:

@@ -29,7 +29,7 @@ wrong number. The ranges:
 
 from __future__ import annotations
 
-from ...spec import SpecError
+from ...layer.spec import SpecError
 from ..blocks import MoESpec
 
 

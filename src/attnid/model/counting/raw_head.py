@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...spec import SpecError
+from ...layer.spec import SpecError
 
 
 def absorbs_constants(spec) -> bool:

@@ -16,7 +16,7 @@ inputs: nothing is added.
 
 from __future__ import annotations
 
-from ...spec import SpecError
+from ...layer.spec import SpecError
 from .mlp import effective_params
 
 

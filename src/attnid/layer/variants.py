@@ -1,6 +1,6 @@
-"""The modern attention variants as tensor code, called by :func:`attnid.attention.attention`.
+"""The modern attention variants as tensor code, called by :func:`attnid.layer.forward.attention`.
 
-Each function implements one spec field (counts in `attnid.counting_variants`), in the order the
+Each function implements one spec field (counts in `attnid.layer.counting_variants`), in the order the
 layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d_head_v:
 
     latent_qkv        multi-head latent attention (DeepSeek-V2/V3), instead of W_Q, W_K, W_V:
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from .softmax import softmax_last
+from ..softmax import softmax_last
 
 
 def _rms(z: torch.Tensor, eps: float) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Closed forms of the counts (sympy) for the families the paper discusses, emitted as LaTeX.
 
-The general count of :mod:`attnid.counting`, specialised to the common regime d_k <= d,
+The general count of :mod:`attnid.layer.counting`, specialised to the common regime d_k <= d,
 d_v <= d and G d_v <= d, is (per layer, r = H / G query heads per KV group, p rotated dims)
 
     unidentified = G [ (d_k - p)^2 + p ] + G d_v^2 + [b_K] G (d_k - p) + [b_V] ([b_O] G d_v + (1 - [b_O]) (G d_v - min(G d_v, d)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..counting import count
+from ..layer.counting import count
 from ..errors import SpecError
 from ..model.counting import count_attention_layers, count_model
 from . import model_spec, model_type, stored_config

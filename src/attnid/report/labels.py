@@ -73,7 +73,7 @@ def setting(task: str, model: str) -> str:
 
 
 def with_settings(df):
-    """A copy whose `task` column holds the setting key (attnid.report.names.setting) of each row's task and
+    """A copy whose `task` column holds the setting key (attnid.report.labels.setting) of each row's task and
     model, so figures and tables that group by task show every (task, model) apart."""
     if "model" not in df:
         return df
@@ -88,9 +88,9 @@ def ordered(values, order) -> list:
     return [v for v in order if v in present] + sorted(v for v in present if v not in order)
 
 
-# Spec labels (attnid.spec.AttentionSpec.label, e.g. d8_h2_g1_k6_v6_r2_bqkv_c) as a reader reads them.
+# Spec labels (attnid.layer.spec.AttentionSpec.label, e.g. d8_h2_g1_k6_v6_r2_bqkv_c) as a reader reads them.
 _LABEL_FIELDS = re.compile(r"d(\d+)_h(\d+)_g(\d+)_k(\d+)_v(\d+)_r(\d+)_b([a-z]+)((?:_[\w.+-]+)*)$")
-# The label parts after the standard fields (attnid.spec_variants.VARIANT_LABEL, causal, base, T), in words.
+# The label parts after the standard fields (attnid.layer.spec_variants.VARIANT_LABEL, causal, base, T), in words.
 _EXTRA_TEXT = (
     (re.compile(r"c$"), lambda m: "causal"),
     (re.compile(r"base(.+)$"), lambda m: f"RoPE base {m.group(1)}"),

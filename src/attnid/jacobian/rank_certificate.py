@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from ..spec import AttentionSpec
+from ..layer.spec import AttentionSpec
 from .dense import RANK_RTOL
 from .directions import orthonormal_basis, outside_directions, symmetry_directions
 from .products import jacobian_rows

@@ -78,24 +78,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .counting_variants import latent_breakdown, variant_breakdown
+from .counting_variants import fibre_of_product, latent_breakdown, variant_breakdown
 from .spec import AttentionSpec, SpecError, parse_rope
 
 # Two RoPE angles (radians, mod 2 pi) closer than this count as equal: over any sequence a float64
 # rank could use, planes that close never separate.
 FREQUENCY_TOL = 1e-9
-
-
-def _fibre_of_product(rows: int, cols: int, inner: int) -> int:
-    """dim of the fibre of (A, B) -> A B^T, A (rows, inner), B (cols, inner), at a generic point.
-
-    Rank-rho matrices of shape rows x cols form a manifold of dimension rho (rows + cols - rho),
-    rho = min(inner, rows, cols); the parameters number inner (rows + cols).
-    """
-    if inner == 0:
-        return 0
-    rho = min(inner, rows, cols)
-    return inner * (rows + cols) - rho * (rows + cols - rho)
 
 
 @dataclass(frozen=True)
@@ -207,7 +195,7 @@ def short_sequence_excess(spec: AttentionSpec, seq_len: int) -> int:
     d, k, p, r, G = spec.d_model, spec.d_head_qk, spec.rope_dims, spec.group_size, spec.n_kv_heads
     bq, bk = spec.has_bias("q"), spec.has_bias("k")
     u, offsets = k - p, (seq_len - 1 if spec.causal else 2 * (seq_len - 1))
-    c_qk = _fibre_of_product(r * (d + bq), d, u) + p + bk * u  # one group's query-key count
+    c_qk = fibre_of_product(r * (d + bq), d, u) + p + bk * u  # one group's query-key count
     # what r = 1 query head shows per group: the forms at each offset (bias rows and columns included)
     # and the diagonal, less what is constant along the keys
     seen = offsets * (d + bq) * (d + bk) + d * (d + 1) // 2 + d * bq * (not bk)
@@ -313,10 +301,10 @@ def count(spec: AttentionSpec, check: bool = True, frequencies=None) -> Counts:
     u = k - p + 2 * zero  # planes at angle 0 do not rotate
     rows = r * (d + spec.has_bias("q"))  # the group's stacked queries [W_Q^h; b_Q^h]
 
-    rotated = _fibre_of_product(rows, d, 2 * half_turn) + sum(2 * _fibre_of_product(rows, d, c) for c in clusters)
-    query_key = G * (_fibre_of_product(rows, d, u) + rotated)
+    rotated = fibre_of_product(rows, d, 2 * half_turn) + sum(2 * fibre_of_product(rows, d, c) for c in clusters)
+    query_key = G * (fibre_of_product(rows, d, u) + rotated)
     key_bias = G * u if spec.has_bias("k") else 0
-    value_output = G * _fibre_of_product(d, r * d, v)
+    value_output = G * fibre_of_product(d, r * d, v)
     if not spec.has_bias("v"):
         value_bias = 0
     elif spec.has_bias("o"):
@@ -330,7 +318,7 @@ def count(spec: AttentionSpec, check: bool = True, frequencies=None) -> Counts:
         "value_bias": value_bias,
     }
     weak = 0
-    if spec.kv_lora_rank:  # modern variants: attnid.counting_variants
+    if spec.kv_lora_rank:  # modern variants: attnid.layer.counting_variants
         breakdown, weak = latent_breakdown(spec)
     elif spec.variants():
         breakdown, weak = variant_breakdown(spec, breakdown)

@@ -3,7 +3,7 @@
 Two faces of the same computation:
 
 * :func:`attention` — a pure function ``Y = f(theta, X)`` of one flat parameter vector
-  (layout in :mod:`attnid.layout`), which `torch.func` can differentiate and batch;
+  (layout in :mod:`attnid.layer.layout`), which `torch.func` can differentiate and batch;
 * :class:`AttentionLayer` — a ``torch.nn.Module`` holding that vector as one parameter.
 
 Maths (row convention), for query head h in KV group g = h // (H/G):
@@ -104,7 +104,7 @@ def attention(
         v = v + w["b_V"][:, None, :]
     after_rope = spec.qk_norm in QK_NORMS_AFTER_ROPE
     if not after_rope:
-        q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.variants), before RoPE
+        q, k = normalize_qk(q, k, w, spec)  # q/k norms (attnid.layer.variants), before RoPE
     if spec.rope_dims:
         angles = rope_angles(spec, T if positions is None else positions, x.dtype, x.device, frequencies)
         if angles.dim() == 3:  # per-sequence positions (B, T, p/2): broadcast over the heads
@@ -140,7 +140,7 @@ class AttentionLayer(nn.Module):
         self.theta = nn.Parameter(self.layout.init(generator, dtype=dtype, device=device))
 
     def blocks(self) -> dict[str, torch.Tensor]:
-        """Named views of the parameters (W_Q, b_Q, ...), shapes as in `attnid.layout`."""
+        """Named views of the parameters (W_Q, b_Q, ...), shapes as in `attnid.layer.layout`."""
         return self.layout.unflatten(self.theta)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .flat import FlatLayout
+from ..flat import FlatLayout
 from .spec import AttentionSpec
 
 

@@ -1,8 +1,8 @@
-"""The modern-attention variant fields of :class:`attnid.spec.AttentionSpec`: defaults, label parts,
+"""The modern-attention variant fields of :class:`attnid.layer.spec.AttentionSpec`: defaults, label parts,
 checks and the extra parameter blocks (torch-free; the spec calls these, nothing else should).
 
-Modern variants (each counted in `attnid.counting`, run by `attnid.attention` via
-`attnid.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
+Modern variants (each counted in `attnid.layer.counting`, run by `attnid.layer.forward` via
+`attnid.layer.variants`): q/k norms (`qk_norm`: RMSNorm per head with one gain shared by all heads,
 Qwen3 and Gemma-3; RMSNorm across all heads, OLMo-2; LayerNorm per head, Phi; LayerNorm per head with
 every head's own gain and no shift, StableLM and Cohere; the per-head RMSNorm with one gain applied after
 RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`; an RMSNorm with a gain
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-from .errors import SpecError
+from ..errors import SpecError
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
 OUTPUT_GATES = ("none", "element", "head")

@@ -22,23 +22,23 @@ module builds one from loose fields:
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
 heads' output, a sigmoid gate on the heads' output):
-fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
+fields after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
 `attnid.model.spec`):
 
     spec              an AttentionSpec: the shapes and options of one layer (never loose fields)
     P, n_params       the parameters of a spec (`spec.n_params`, the one definition), flat in the order of
-                      `block_shapes` (`attnid.layout.Layout`)
+                      `block_shapes` (`attnid.layer.layout.Layout`)
     label             a spec's short, unique, filename-safe name
-    count             `attnid.counting.count`: the exact numbers of a spec (`Counts`)
+    count             `attnid.layer.counting.count`: the exact numbers of a spec (`Counts`)
     unidentified      the dimension of the fibre: parameter directions that leave the function unchanged
                       (P - rank of the Jacobian at a generic point); identified = P - unidentified
     weakly identified exact symmetries that a norm's eps > 0 breaks (singular values ~ eps): their own class
     breakdown, source the parts of the unidentified count, by what explains them (query_key, value_output, ...)
     part              query_key or value_output: the two halves of a layer's symmetry (`attnid.symmetry.PARTS`)
     hypotheses        what a count assumes (generic inputs, RoPE frequencies, T >= T_min); T_min is
-                      `attnid.counting.min_seq_len`
+                      `attnid.layer.counting.min_seq_len`
     measured, judge   P - numerical rank of the Jacobian, with its singular-value gap (`attnid.jacobian`)
     tangent, orbit    the directions of the symmetry group's action at a point (`attnid.symmetry`)
     SpecError         a bad value, the message naming the field, key or flag (`attnid.errors`)
@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass, fields
 from numbers import Integral, Real
 
-from .errors import SpecError
+from ..errors import SpecError
 from .spec_variants import (
     VARIANT_DEFAULTS,
     VARIANT_LABEL,
@@ -150,7 +150,7 @@ class AttentionSpec:
     seq_len: int | None = None  # T: positions per sequence; None = long enough for every count
     # Modern variants (module docstring); the defaults are plain attention.
     # none | rms_head (one gain for all heads) | rms_all (across heads) | layernorm_head | layernorm_heads (a gain
-    # per head) | rms_head_rotated (after RoPE) | rms_plain (no gain): attnid.spec_variants
+    # per head) | rms_head_rotated (after RoPE) | rms_plain (no gain): attnid.layer.spec_variants
     qk_norm: str = "none"
     norm_eps: float = 1e-6  # eps of the norms inside the layer; 0 makes their scale symmetries exact
     sinks: bool = False  # one learnable logit per head joins every softmax row (GPT-OSS)
@@ -161,7 +161,7 @@ class AttentionSpec:
     q_lora_rank: int = 0  # MLA: rank of the compressed query (0 = a full query projection)
     sub_norm: bool = False  # an RMSNorm with a gain (H, v) across all heads' outputs, before W_O (BitNet)
     # none | element (each head's output times sigmoid(X W_G^h), W_G^h (d, v): Qwen3-Next) | head (times one
-    # sigmoid(X w_G^h) per head and token, W_G (H, d): LFM3): attnid.spec_variants
+    # sigmoid(X w_G^h) per head and token, W_G (H, d): LFM3): attnid.layer.spec_variants
     output_gate: str = "none"
 
     def __post_init__(self):

@@ -1,6 +1,6 @@
-"""What the modern attention variants do to the count (torch-free; used by `attnid.counting.count`).
+"""What the modern attention variants do to the count (torch-free; used by `attnid.layer.counting.count`).
 
-`attnid.counting` counts plain attention; each variant field of the spec changes that breakdown as
+`attnid.layer.counting` counts plain attention; each variant field of the spec changes that breakdown as
 follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivations in one line):
 
   * softcapping or sinks: softmax no longer ignores a constant along keys, so the unrotated key
@@ -60,6 +60,18 @@ from __future__ import annotations
 from .spec import AttentionSpec
 
 
+def fibre_of_product(rows: int, cols: int, inner: int) -> int:
+    """dim of the fibre of (A, B) -> A B^T, A (rows, inner), B (cols, inner), at a generic point.
+
+    Rank-rho matrices of shape rows x cols form a manifold of dimension rho (rows + cols - rho),
+    rho = min(inner, rows, cols); the parameters number inner (rows + cols).
+    """
+    if inner == 0:
+        return 0
+    rho = min(inner, rows, cols)
+    return inner * (rows + cols) - rho * (rows + cols - rho)
+
+
 def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     """(breakdown, weakly identified) of a non-latent spec from the plain-attention breakdown."""
     d, H, G, r = spec.d_model, spec.n_heads, spec.n_kv_heads, spec.group_size
@@ -70,10 +82,8 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     if spec.has_bias("k") and not shift_free:
         out["key_bias"] = G * max(0, u - r * m_q)
     if spec.has_bias("v") and (spec.sinks or spec.output_gate == "head"):  # each b_V^g W_O^h seen (docstring)
-        from .counting import _fibre_of_product  # the product rule of plain attention (it imports this module)
-
         out["value_bias"] = G * max(0, v - r * d)
-        out["value_output"] = G * _fibre_of_product(d + 1, r * d, v) - out["value_bias"]
+        out["value_output"] = G * fibre_of_product(d + 1, r * d, v) - out["value_bias"]
     if spec.output_gate == "element":
         out["value_output"], out["value_bias"] = G * v, 0
     scale = 0
