@@ -42,7 +42,7 @@ def test_the_layer_selection_follows_each_config():
     assert [i for i, t in enumerate(layer_kinds(default_config("jamba"), "jamba")) if t != "mamba"] == [4, 12, 20, 28]
     jamba = spec_of("jamba", attn_layer_period=4, attn_layer_offset=1)
     assert jamba.n_layers == 8 and jamba.attention.rope_dims == 0
-    assert spec_of("bamba").n_layers == 3  # Bamba-9B's attn_layer_indices (attnid.hf.coverage.CLASS_DEFAULT_GAPS)
+    assert spec_of("bamba").n_layers == 3  # Bamba-9B's attn_layer_indices (attnid.hf.mapping.hybrid.DEFAULT_GAPS)
     assert spec_of("bamba", attn_layer_indices=[0, 5]).n_layers == 2
     with pytest.raises(SpecError, match="^attn_layer_indices:"):
         spec_of("bamba", attn_layer_indices=None)

@@ -71,27 +71,9 @@ def category_of(reason: str) -> str:
     return head if head in CATEGORIES else OTHER
 
 
-# Keys a config class leaves None though its model class needs them (transformers 5.24), set so that the class
-# builds: Dots1Config names no routed experts (rednote-hilab/dots.llm1.base, config.json: 128 routed, 6 chosen,
-# 2 shared); DbrxAttention stores attn_config.rope_theta, which DbrxAttentionConfig's defaults do not set
-# (models/dbrx/modeling_dbrx.py; the rotary tables read rope_parameters, so any value builds the same model; the
-# published configs set 500000); DbrxAttention clamps q/k/v with clamp(min=-clip_qkv, max=clip_qkv), which raises
-# when clip_qkv is None, the class's default (databricks/dbrx-base, config.json: attn_config.clip_qkv 8; the
-# shrunk model's q/k/v stay far below it, so the clamp changes no count); XmodModel raises without a language
-# (lang_ids or default_language; modeling_xmod.py), which XmodConfig leaves None: its one language, en_XX.
-# BambaConfig names no attention layer (attn_layer_indices None: every layer Mamba-2), though every published Bamba
-# has some (ibm-ai-platform/Bamba-9B, config.json: attn_layer_indices [9, 18, 27]).
-CLASS_DEFAULT_GAPS = {
-    "bamba": {"attn_layer_indices": [9, 18, 27]},
-    "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
-    "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
-    "xmod": {"default_language": "en_XX"},
-}
-
-
 def default_config(mt: str) -> dict:
     """The default config of a model type: its config class's defaults (what `attnid check --model-type` reads),
-    with the keys CLASS_DEFAULT_GAPS fills.
+    with the keys its family fills (DEFAULT_GAPS of its module of `attnid.hf.mapping`).
     The class's warnings about its own defaults (token ids outside a small vocabulary) are not shown."""
     from transformers import CONFIG_MAPPING
     from transformers.utils import logging
@@ -102,7 +84,7 @@ def default_config(mt: str) -> dict:
         cfg = {**CONFIG_MAPPING[mt]().to_dict(), "model_type": mt}
     finally:
         logging.set_verbosity(level)
-    return _filled(cfg, CLASS_DEFAULT_GAPS.get(mt, {}))
+    return _filled(cfg, mapping.DEFAULT_GAPS.get(mt, {}))
 
 
 def _filled(cfg: dict, gaps: dict) -> dict:

@@ -6,7 +6,9 @@ still read. What the code of a model class fixes rather than its config is writt
 of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
 does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
-`.names`), each fact with where it comes from:
+`.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
+{model_type: keys} fills what a config class leaves None though its model class needs it), each fact with where
+it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -73,6 +75,7 @@ def _family_refusals() -> dict:
 MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
+DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)

@@ -137,3 +137,9 @@ def bert_names(spec, cfg: dict) -> list[tuple]:
 
 
 NAME_MAPS = dict.fromkeys(PREFIX, bert_names)
+
+
+# Keys the config class leaves None though its model class needs them (transformers 5.24), filled so that the class
+# builds (`attnid.hf.coverage.default_config`): XmodModel raises without a language (lang_ids or default_language;
+# modeling_xmod.py), which XmodConfig leaves None: its one language, en_XX.
+DEFAULT_GAPS = {"xmod": {"default_language": "en_XX"}}

@@ -251,3 +251,10 @@ REFUSED = {
     "granitemoehybrid": "hybrid: Mamba-2 layers with softmax attention where layer_types says; the config class's"
     " default has no attention layer and no published config is stored; experts and a shared MLP",
 }
+
+
+# Keys the config class leaves None though its model class needs them, filled so that the default config has
+# attention layers to count (`attnid.hf.coverage.default_config`): BambaConfig names no attention layer
+# (attn_layer_indices None: every layer Mamba-2), though every published Bamba has some (ibm-ai-platform/Bamba-9B,
+# config.json: attn_layer_indices [9, 18, 27]).
+DEFAULT_GAPS = {"bamba": {"attn_layer_indices": [9, 18, 27]}}

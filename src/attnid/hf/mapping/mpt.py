@@ -62,3 +62,12 @@ def dbrx(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, mpt), "dbrx": dbrx}
+
+
+# Keys the config class leaves None though its model class needs them (transformers 5.24), filled so that the class
+# builds (`attnid.hf.coverage.default_config`): DbrxAttention stores attn_config.rope_theta, which
+# DbrxAttentionConfig's defaults do not set (models/dbrx/modeling_dbrx.py; the rotary tables read rope_parameters,
+# so any value builds the same model; the published configs set 500000); DbrxAttention clamps q/k/v with
+# clamp(min=-clip_qkv, max=clip_qkv), which raises when clip_qkv is None, the class's default (databricks/dbrx-base,
+# config.json: attn_config.clip_qkv 8; the shrunk model's q/k/v stay far below it, so the clamp changes no count).
+DEFAULT_GAPS = {"dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}}}

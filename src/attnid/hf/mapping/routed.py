@@ -268,3 +268,9 @@ REFUSED = {
     " block, a mixture"
     " reading the first and writing after the second, with zero-computation (identity) experts",
 }
+
+
+# Keys the config class leaves None though its model class needs them (transformers 5.24), filled so that the class
+# builds (`attnid.hf.coverage.default_config`): Dots1Config names no routed experts (rednote-hilab/dots.llm1.base,
+# config.json: 128 routed, 6 chosen, 2 shared).
+DEFAULT_GAPS = {"dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2}}
