@@ -91,7 +91,8 @@ def _not_modelled(cfg: dict, mt: str, tied: bool) -> tuple:
     if mt == "ernie" and read_flag(cfg, "use_task_id", False):
         found.append(("use_task_id", "true: a task-type table added to the embeddings (row 0 read): not modelled"))
     if not tied and mt in ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA):
-        # measured (bert): P and the Jacobian's count both V more than this description
+        # measured (bert): P and the Jacobian's count both V more than this description; an untied RobertaLMHead
+        # likewise lists lm_head.decoder.bias beside lm_head.bias (the tiny class's named_parameters)
         why = "false: the untied decoder's own bias beside the head's (two V-vectors, seen only through their sum)"
         if mt == "bert-generation":
             why = "false: the untied decoder has its own bias and lm_head.bias is left unused"
