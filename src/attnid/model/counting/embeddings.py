@@ -49,8 +49,10 @@ def pad_row(spec) -> tuple[int, int]:
     * scale: x_p -> c x_p (P_p takes it) behind an embedding norm: 1, weakly identified for eps > 0.
     So the model counts the rule of a table whose rows in use are seq_len + 1, plus these. Hypotheses: learned
     positions, the pad among generic tokens (every sequence of the judge holds it), the rules of the rows in use.
-    Measured at d 8 and 12, padding_idx 1 and 3, on this model's function and on RobertaForCausalLM (the tiny
-    roberta: d 8, 389 + 6 weak against BERT's rule of 395 + 5).
+    Measured, two-sided (the Jacobian's rank and these generators): this model's function at d 8 (post-LN with
+    and without an embedding norm, pre-LN with and without a final norm, tied and untied) and d 12 (post-LN, tied
+    and untied); RobertaForCausalLM at d 8 with padding_idx 1 (389 + 6 weak, BERT's rule 395 + 5; gap 6.0
+    decades) and 3 (405 + 6, gap 5.7), XLMRobertaForCausalLM (389 + 6).
     """
     if spec.pad_row is None:
         return 0, 0
