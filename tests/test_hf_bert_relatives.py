@@ -19,9 +19,11 @@ from attnid.model.real import SEQ_LEN, build_real_model
 
 # unidentified dims of the whole model at the self-check's tiny size (d 8, 2 heads), measured by `attnid check
 # --model-type` (the Jacobian's count agreed, gap and margin decided)
-WHOLE = {"ernie": 379, "bert-generation": 339, "sarvam_mla": 256}
-ROBERTA = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm", "xlm-roberta-xl")
-LAYERS_ONLY = (*ROBERTA, "megatron-bert", "electra", "rembert", "roc_bert", "roformer")
+# (the RoBERTas: 389 + 6 weak where BERT's rule, the pad's row unread, counts 395 + 5)
+ROBERTA = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
+WHOLE = {"ernie": 379, "bert-generation": 339, "sarvam_mla": 256, **dict.fromkeys(ROBERTA, 389)}
+LAYERS_ONLY = ("xmod", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "electra", "rembert", "roc_bert",
+               "roformer")  # fmt: skip
 # one of each kind, self-checked in the default run; every mapped type under -m selfcheck (tests/test_hf_selfcheck.py)
 DEFAULT_RUN = ("bert-generation", "roberta")
 
@@ -53,12 +55,15 @@ def test_roberta_positions_leave_the_first_rows_to_the_pad():
     cfg = {**default_config("roberta"), "max_position_embeddings": 514}
     spec = model_spec(cfg)
     assert unread_position_rows(cfg) == 2 and (spec.max_positions, spec.seq_len) == (514, 512)
+    assert (spec.pad_token, spec.pad_row) == (1, 513)  # the class's row 1, last in the layout
     tiny, spec = tiny_of("roberta")
     assert tiny["max_position_embeddings"] == SEQ_LEN + 2 == spec.max_positions
+    with pytest.raises(SpecError, match="seq_len"):  # the class's rows end before a 513th token's
+        model_spec(cfg, seq_len=513)
 
 
-def _generic_model(mt: str):
-    tiny, _ = tiny_of(mt)
+def _generic_model(mt: str, pad: int | None = None):
+    tiny = tiny_config({**default_config(mt), **({} if pad is None else {"pad_token_id": pad})})
     real = build_real_model(real_class(tiny), tiny)
     with torch.no_grad():
         for p, value in zip(real.module.parameters(), real.layout.unflatten(real.theta).values(), strict=True):
@@ -66,13 +71,13 @@ def _generic_model(mt: str):
     return real.module, tiny
 
 
-@pytest.mark.parametrize("mt", sorted(WHOLE))
-def test_the_gauge_spans_exactly_the_count(mt):
+@pytest.mark.parametrize("mt, pad", [(mt, None) for mt in sorted(WHOLE)] + [("roberta", 3)])
+def test_the_gauge_spans_exactly_the_count(mt, pad):
     """The upper side of the certificate: the explicit generators at a generic point have rank = the count, and
-    the logits do not move along their span."""
-    model, tiny = _generic_model(mt)
+    the logits do not move along their span (with padding_idx 3: the count 405 of a table of 10 rows)."""
+    model, tiny = _generic_model(mt, pad)
     g = Gauge.for_hf_model(model, seq_len=SEQ_LEN)
-    assert g.dim == WHOLE[mt] and g.projection.rank == g.dim
+    assert g.dim == (WHOLE[mt] if pad is None else 405) and g.projection.rank == g.dim
     gen = torch.Generator().manual_seed(3)
     u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
     pu = g.project(u)
@@ -105,24 +110,44 @@ def test_self_check_of_one_of_each_kind(mt):
 
 
 
-@pytest.mark.selfcheck
 @pytest.mark.parametrize("pad", [1, 3])
-def test_roberta_pad_row_measures_the_derived_rule(pad):
-    """Why the RoBERTas stay layers only (attnid.hf.mapping.bert): the real class's Jacobian measures the
-    learned-positions rule minus d (the pad's row is read) plus 2 (its ones component, the pad's own tied shift),
-    with one more weak direction (the pad's own scale); the count has no rule for that row."""
-    import dataclasses
+def test_roberta_logits_are_the_own_function_with_the_pad_row(pad):
+    """The name map's position rows and this project's forward: at the mapped point, on sequences holding the pad
+    (whose row is the class's padding_idx, the others' padding_idx + 1 + the tokens before them that are not
+    the pad), the own function's logits are the class's."""
+    from attnid.gauge.names import name_map
+    from attnid.gauge.point import FineLayout
+    from attnid.model.forward import logits
 
+    tiny = tiny_config({**default_config("roberta"), "pad_token_id": pad})
+    spec = model_spec(tiny, seq_len=SEQ_LEN)
+    real = build_real_model(real_class(tiny), tiny)
+    theta = FineLayout(spec).flatten(name_map(spec, tiny).to_fine(real.layout.unflatten(real.theta)))
+    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=torch.Generator().manual_seed(pad))
+    tokens[:, 1] = tokens[0, 4] = pad  # every sequence holds the pad, one twice
+    ours, theirs = logits(theta, tokens, spec), real.forward(real.theta, tokens)
+    assert float((ours - theirs).abs().max() / theirs.abs().max()) < 1e-10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pad", [1, 3])
+def test_roberta_measures_the_pad_row_count_not_berts(pad):
+    """Count = the real class's Jacobian rank deficiency at two padding_idx (405 + 6 weak with 3: rows 0..2 of the
+    table of 10 are unread), where BERT's rule with the pad's row left unread (the count without pad_token and pad_row)
+    measures d - 2 fewer exact directions and one fewer weak one."""
     from attnid.hf.check import MIN_EPS, _whole_row
 
     torch.set_num_threads(1)
     tiny = tiny_config({**default_config("roberta"), "pad_token_id": pad})
-    spec = dataclasses.replace(model_spec(tiny, seq_len=SEQ_LEN), not_modelled=())
-    rule = count_model(spec)
+    spec = model_spec(tiny, seq_len=SEQ_LEN)
+    rule, berts = count_model(spec), count_model(spec.replace(pad_token=None, pad_row=None))
+    assert rule.unidentified == berts.unidentified - spec.d_model + 2 == WHOLE["roberta"] + 8 * (pad - 1)
+    assert rule.weakly_identified == berts.weakly_identified + 1
 
     def builder(eps):
         return lambda at, seed=0: build_real_model(real_class(tiny), tiny, seed, eps if at is None else at)
 
-    row = _whole_row(real_class(tiny), spec, builder, 0, 3.0, MIN_EPS, True)
-    assert row["measured"] == row["measured_half"] == rule.unidentified - spec.d_model + 2, row
-    assert row["weak_measured"] == rule.weakly_identified + 1, row
+    row = _whole_row(real_class(tiny), spec, builder, 0, 3.0, MIN_EPS, False)
+    assert row["verdict"] == "agree" and row["gap"] > 5, row
+    assert row["measured"] == row["measured_half"] == rule.unidentified != berts.unidentified, row
+    assert row["weak_measured"] == rule.weakly_identified, row

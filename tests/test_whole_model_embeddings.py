@@ -8,7 +8,7 @@ from attnid.gauge.cases import own_case
 from attnid.hf import model_spec, stored_config
 from attnid.hf.config_tables import shipped_table
 from attnid.model.counting import count_model
-from attnid.model.forward import logits
+from attnid.model.forward import logits, position_ids
 from attnid.model.grid import own_spec
 from attnid.model.layout import ModelLayout
 from attnid.layer.spec import SpecError
@@ -18,6 +18,7 @@ D4 = {"attention": {"d_model": 4, "n_heads": 2, "alibi": True, "biases": "qkvo"}
 BLOOM = {"embedding_norm": True, "positions": "none", "mlp_bias": True, "n_layers": 1}
 BERT = {"norm_position": "post", "final_norm": False, "embedding_norm": True, "attention": {"biases": "qkvo"},
         "mlp_bias": True, "token_types": 2, "mlm_head": True, "n_layers": 1}  # fmt: skip
+PAD = {"max_positions": 8, "seq_len": 6, "pad_token": 1, "pad_row": 7}
 CASES = {
     "bloom_tied": {**BLOOM, "tied": True, "attention": {"alibi": True, "biases": "qkvo"}},
     "bloom_tied_eps": {**BLOOM, "tied": True, "attention": {"alibi": True, "biases": "qkvo"}, "norm_eps": 1e-5},
@@ -35,6 +36,12 @@ CASES = {
     "bert_three_types_no_head_bias": {**BERT, "tied": True, "token_types": 3, **D4, "attention": {"d_model": 4}},
     "tied_shift_pre_ln": {"attention": {"biases": "qkvo"}, "mlp_bias": True, "tied": True, "lm_head_bias": True,
                           "n_layers": 1},
+    # a pad's own position row (RoBERTa): rows 0..5 for the tokens, row 7 (or 6) the pad's, the rest unread
+    "bert_pad_tied": {**BERT, "tied": True, "lm_head_bias": True, **PAD},
+    "bert_pad_untied": {**BERT, "lm_head_bias": True, **PAD, "pad_token": 3, "pad_row": 6},
+    "pad_pre_ln_tied": {"attention": {"biases": "qkvo"}, "mlp_bias": True, "tied": True, "lm_head_bias": True,
+                        "n_layers": 1, **PAD},
+    "pad_pre_ln_untied_no_final_norm": {"attention": {"biases": "qkvo"}, "final_norm": False, "n_layers": 1, **PAD},
 }  # fmt: skip
 
 
@@ -136,3 +143,41 @@ def test_real_model_agrees(name):
     assert build_real(name).theta.numel() == tiny_spec(name).n_params
     row = real_case(name, other_seed=False)
     assert row["agree"], row
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"pad_token": 1}, "pad_row"),  # the token without its row
+        ({"pad_row": 7}, "pad_row"),
+        ({"pad_token": 1, "pad_row": 5}, "pad_row"),  # a row the positions in use read
+        ({"pad_token": 1, "pad_row": 8}, "pad_row"),  # beyond the table
+        ({"pad_token": 12, "pad_row": 7}, "pad_token"),  # beyond the vocabulary
+        ({"pad_token": True, "pad_row": 7}, "pad_token"),
+        ({"pad_token": 1, "pad_row": 7, "positions": "none"}, "pad_row"),  # no table to read
+    ],
+)
+def test_a_pad_row_is_refused_by_name(fields, field):
+    with pytest.raises(SpecError) as err:
+        own_spec({"max_positions": 8, "seq_len": 6, **fields})
+    assert err.value.field == field
+
+
+def test_the_pad_row_is_read_and_moves_with_its_own_shift():
+    """The pad reads its row wherever it stands (moving it moves the logits of the sequences holding the pad,
+    where BERT's rule would count the row unread), the other tokens count their positions without the pad, and
+    the pad's own shift E_pad + u, P_pad - u leaves an untied model's logits."""
+    spec = own_spec(CASES["bert_pad_untied"])
+    layout, theta, _ = _point(spec)
+    w = layout.unflatten(theta)
+    tokens = torch.tensor([[0, 3, 1, 2, 3, 4], [0, 1, 2, 4, 5, 6]])
+    base = logits(theta, tokens, spec, layout)
+    u = torch.randn(spec.d_model, generator=torch.Generator().manual_seed(5), dtype=theta.dtype)
+    pos = w["pos"].clone()
+    pos[6] += u
+    moved = logits(layout.flatten({**w, "pos": pos}), tokens, spec, layout)
+    assert (moved - base)[0].abs().max() > 1e-3 and (moved - base)[1].abs().max() == 0
+    embed = w["embed"].clone()
+    embed[3] -= u
+    assert _same(spec, layout, theta, layout.flatten({**w, "pos": pos, "embed": embed}), tokens)
+    assert position_ids(torch.tensor([[3, 0, 3, 3, 1, 2]]), spec).tolist() == [[6, 0, 6, 6, 1, 2]]

@@ -33,6 +33,7 @@ GROUPS = {
     "embeddings, rest": [
         "src_embeddings",
         "src_unread_positions",
+        "src_pad_row",
         "src_embedding_norm",
         "src_token_types",
         "src_tied_shift",

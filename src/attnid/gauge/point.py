@@ -171,10 +171,10 @@ class Point:
         return [n for n in ("embed", "pos", "token_type") if n in self.layout]
 
     def writer_rows(self, name: str) -> torch.Tensor:
-        """The rows of a writer that the model reads: (rows, d) (positions in use, token-type row 0)."""
+        """The rows of a writer that the model reads: (rows, d) (the position rows read, token-type row 0)."""
         t = self.w[name]
         if name == "pos":
-            return t[: self.spec.seq_len]
+            return t[list(self.spec.position_rows)]
         if name == "token_type":
             return t[:1]
         return t.reshape(-1, self.d)
@@ -183,6 +183,10 @@ class Point:
 def rows_update(point: Point, name: str, new_rows: torch.Tensor) -> torch.Tensor:
     """The block `name` with its rows in use replaced by new_rows (..., rows, d), the others zero."""
     shape = point.w[name].shape
+    if name == "pos":  # the rows read: 0..seq_len-1 and a pad's own row
+        out = torch.zeros(*new_rows.shape[:-2], *shape, dtype=DTYPE)
+        out[..., list(point.spec.position_rows), :] = new_rows
+        return out
     rows = point.writer_rows(name).shape[0]
     total = math.prod(shape[:-1]) if len(shape) > 1 else 1
     if rows == total:

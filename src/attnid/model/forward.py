@@ -160,6 +160,17 @@ def sinusoidal_table(n: int, d: int, dtype=torch.float64) -> torch.Tensor:
     return torch.cat([table, torch.zeros(n, d % 2, dtype=dtype)], dim=1)
 
 
+def position_ids(tokens: torch.Tensor, spec: ModelSpec) -> torch.Tensor:
+    """The learned row each token reads (B, T): its position, or with a pad token (RoBERTa's
+    create_position_ids_from_input_ids, shifted to rows from 0) the pad's own row for the pad and n - 1 for the
+    n-th token that is not the pad."""
+    T = tokens.shape[1]
+    if spec.pad_row is None:
+        return torch.arange(T).expand_as(tokens)
+    real = tokens != spec.pad_token
+    return torch.where(real, torch.cumsum(real, dim=1) - 1, spec.pad_row)
+
+
 def add_token_type(h, w: dict):
     """h (B, T, d) + the token-type row 0 (every token_type_id is 0)."""
     return h + w["token_type"][0] if "token_type" in w else h
@@ -186,7 +197,7 @@ def logits(
         raise ValueError(f"sequence length {T} exceeds seq_len={spec.seq_len}")
     h = w["embed"][tokens] * spec.embed_scale  # (B, T, d)
     if "pos" in w:
-        h = h + w["pos"][:T]
+        h = h + w["pos"][position_ids(tokens, spec)]
     elif spec.positions == "sinusoidal":
         h = h + sinusoidal_table(T, spec.d_model, h.dtype)
     h = add_token_type(h, w)  # token_type_ids all 0

@@ -4,6 +4,8 @@ glossary of the model level (the layer level's is `attnid.layer.spec`).
 A model maps token ids (B, T), T <= seq_len <= max_positions, to logits (B, T, V):
 
     h_0 = s E[tok] (+ E_pos[0..T-1] if positions == "learned") (+ E_type[0])   (B, T, d)   s = embed_scale
+          with a pad token (pad_token, pad_row; RoBERTa's padding_idx): the pad reads row pad_row wherever it
+          stands, every other token row n - 1, n its place among the tokens that are not the pad (1, 2, ...)
           (+ S[0..T-1] if positions == "sinusoidal": a fixed table, no parameters; `sinusoidal_table`)
     (h_0 = Norm_emb(h_0) if embedding_norm)
     block, pre-LN sequential:   h = h + Attn(Norm_1 h);  h = h + MLP(Norm_2 h)
@@ -32,7 +34,9 @@ Glossary (one name, one meaning, across `attnid.model`, `attnid.hf` and `attnid.
     positions         learned (a table of max_positions rows), rope (in the attention specs), none, sinusoidal
                       (a fixed table added to the embeddings: no parameters, but V T distinct first-block inputs)
     seq_len           the positions the model is used on (counted and measured); max_positions the rows of
-                      the learned table (rows beyond seq_len are never read)
+                      the learned table (rows beyond seq_len are never read, but for the pad's)
+    pad row           a learned position row read by one token only, the pad (`pad_token`), wherever it stands:
+                      RoBERTa counts position ids from padding_idx; `position_rows` lists the rows read
     count             `attnid.model.count_model`: total P, unidentified and weakly identified dims, and the
                       breakdown by source (each source one function of `attnid.model.counting`)
     attention layers  `attnid.model.count_attention_layers`: every block's attention counted alone, summed
@@ -93,6 +97,8 @@ class ModelSpec:
     output_norms: bool = False  # a norm on each sublayer's output before the residual add (Gemma-2/3)
     input_norms: bool = True  # a norm before each sublayer; False: sublayers read the raw stream (OLMo-2)
     norm_gain: bool = True  # False: norms without learnable parameters (OLMo, NanoChat)
+    pad_token: int | None = None  # the token that reads position row pad_row, its own (RoBERTa's padding_idx)
+    pad_row: int | None = None  # that row: one of the learned rows the positions in use do not read (>= seq_len)
     # (field or config key, why) of what this description leaves out, so that the whole-model count refuses it
     # (a mapped config whose attention is exact but whose whole model is not modelled); () = nothing
     not_modelled: tuple[tuple[str, str], ...] = ()
@@ -139,6 +145,7 @@ class ModelSpec:
             raise SpecError("parallel", "parallel blocks are defined pre-LN only")
         if self.seq_len > self.max_positions:
             raise SpecError("seq_len", f"{self.seq_len} exceeds max_positions={self.max_positions}")
+        self._check_pad()
         for layer in self.layer_specs:
             if layer.attention.seq_len is not None and layer.attention.seq_len < self.seq_len:
                 raise SpecError(
@@ -164,6 +171,28 @@ class ModelSpec:
             )
         uniform = first == self.uniform_layer and all(layer == first for layer in layers)
         object.__setattr__(self, "layers", () if uniform else layers)
+
+    def _check_pad(self) -> None:
+        """`pad_token` and `pad_row` both or neither; a token id, and a learned row no position in use reads."""
+        if (self.pad_token is None) != (self.pad_row is None):
+            raise SpecError("pad_row", "give pad_token and pad_row together (the pad token and the row it reads)")
+        if self.pad_token is None:
+            return
+        if self.positions != "learned":
+            raise SpecError("pad_row", f"a pad's own position row needs learned positions, not {self.positions!r}")
+        for name, value, low, high in (
+            ("pad_token", self.pad_token, 0, self.vocab_size),
+            ("pad_row", self.pad_row, self.seq_len, self.max_positions),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+                raise SpecError(name, f"must be an integer in [{low}, {high}), got {value!r}")
+
+    @property
+    def position_rows(self) -> tuple[int, ...]:
+        """The learned position rows read: 0..seq_len-1, then the pad's row (none without learned positions)."""
+        if self.positions != "learned":
+            return ()
+        return tuple(range(self.seq_len)) + (() if self.pad_row is None else (self.pad_row,))
 
     @classmethod
     def from_layers(cls, layers, **fields) -> ModelSpec:
@@ -302,6 +331,7 @@ class ModelSpec:
             f"eps{self.norm_eps:g}",
         ]
         parts += [f"types{self.token_types}" if self.token_types else "", "mlm" if self.mlm_head else ""]
+        parts += [f"pad{self.pad_token}at{self.pad_row}" if self.pad_row is not None else ""]
         if self.layers:  # the block pattern, then every block after the first by letter
             order, distinct = pattern(self.layers)
             parts += [f"layers{order}"] + [f"{chr(ord('a') + i)}={x.label}" for i, x in enumerate(distinct) if i]

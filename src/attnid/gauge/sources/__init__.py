@@ -8,7 +8,7 @@ r"""Every whole-model counting rule as generators at a point: one module per rul
     residual_scale, residual_rotations,
     parallel_constants, constant_offsets                 .residual (the rotations' closed forms in .rotations)
     mlp_hidden, moe_hidden_units, moe_router             .mlp
-    embeddings, unread_positions, token_types,
+    embeddings, unread_positions, pad_row, token_types,
     tied_shift, embedding_norm                           .embeddings
     latent_token_points, qk_norm_token_points,
     first_mlp_table                                      .token_points (the table's factorisation in .first_table)
@@ -27,7 +27,7 @@ from ...model.counting.residual import Stream
 from ..group import Group
 from ..point import Point
 from .attention import AttentionBlock
-from .embeddings import embedding_norm, position_shift, tied_shift, unread_positions
+from .embeddings import embedding_norm, pad_row, position_shift, tied_shift, unread_positions
 from .mlp import hidden_units, router_shift
 from .norms import centring_readers, centring_writers, norm_bias, norm_gain
 from .post_ln import post_ln_groups
@@ -86,6 +86,6 @@ def pre_ln_groups(point: Point) -> list[Group]:
         groups += centring_writers(point, centred_writers(point))
     rot = rotation_group(point, stream, readers)
     groups += ([rot] if rot is not None else []) + scale_groups(point, stream)
-    groups += position_shift(point, stream) + unread_positions(point) + tied_shift(point)
+    groups += position_shift(point, stream) + unread_positions(point) + tied_shift(point) + pad_row(point)
     groups += embedding_norm(point) + first_mlp_table(point, stream)
     return groups

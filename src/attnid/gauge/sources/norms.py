@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..group import Group, outer_input, scale_input
-from ..point import DTYPE, Point, Reader
+from ..point import DTYPE, Point, Reader, rows_update
 
 
 def contract_input(W: torch.Tensor, t: torch.Tensor, axis: int) -> torch.Tensor:
@@ -122,14 +122,10 @@ def centring_writers(point: Point, writers: list[str], source: str = "centring_w
     out = []
     d = point.d
     for name in writers:
-        shape = point.w[name].shape
         rows = point.writer_rows(name).shape[0]
 
-        def fn(c, name=name, shape=shape, rows=rows):
-            full = torch.zeros(*c.shape[:-1], int(torch.tensor(shape[:-1]).prod()) if len(shape) > 1 else 1, d,
-                               dtype=DTYPE)  # fmt: skip
-            full[..., :rows, :] = c[..., :, None].expand(*c.shape, d)
-            return {name: full.reshape(*c.shape[:-1], *shape)}
+        def fn(c, name=name):
+            return {name: rows_update(point, name, c[..., :, None].expand(*c.shape, d))}
 
         out.append(Group(source, f"{name}.centring", rows, fn, (name,)))
     return out

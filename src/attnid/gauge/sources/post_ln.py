@@ -17,6 +17,7 @@ Between norms the stream is x = n diag(g) + beta, read by the next sublayer f an
     embeddings           the E / position shift; the shear of the raw embeddings, h -> h + (h . v) 1 (layer 0's
                          readers take -v (1 W)); a shift of the raw embeddings the first attention's biases absorb
     token_types          row 0 trades with the positions; rows 1.. are never read
+    pad_row              a pad's own position row (RoBERTa): its shift and scale (`.embeddings`)
     tied_shift           E_t + a / g_h, positions - a / g_h, the head bias absorbs -a beta_h . (1 / g_h)
     mlm_head             the last block norm's gain, beta and centring against BERT's dense map
 """
@@ -30,7 +31,7 @@ from ..point import DTYPE, Point, Reader, rows_update
 from .attention import AttentionBlock
 from .mlp import hidden_units
 from .norms import centring_readers, centring_writers, contract_input, norm_bias, norm_gain
-from .embeddings import head_norm, tied_shift, token_types, unread_positions
+from .embeddings import head_norm, pad_row, tied_shift, token_types, unread_positions
 from .writers import ones_complement
 
 
@@ -97,7 +98,7 @@ def post_ln_groups(point: Point) -> list[Group]:
     if ln and beta:
         groups += _bias_offsets(point, attn_readers, mlp_readers)
     groups += _scales(point, attn_readers, mlp_readers)
-    groups += token_types(point) + tied_shift(point)
+    groups += token_types(point) + tied_shift(point) + pad_row(point)
     return [g for g in groups if g.n]
 
 
@@ -111,7 +112,7 @@ def _embedding_terms(point: Point, first_readers: list[Reader]) -> list[Group]:
     out = []
     if spec.positions == "learned" and not spec.tied:
         basis = ones_complement(d).mT if spec.embedding_norm else torch.eye(d, dtype=DTYPE)
-        V, T = spec.vocab_size, spec.seq_len
+        V, T = spec.vocab_size, len(spec.position_rows)
 
         def shift(c):
             w = c @ basis

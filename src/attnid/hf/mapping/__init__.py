@@ -129,6 +129,10 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     max_positions = (most or seq_len) + fields.pop("position_offset", 0)  # rows before the offset are never read
     if fields["positions"] != "learned":  # no table: the model takes any length
         max_positions = max(max_positions, seq_len)
+    if unread and seq_len > max_positions - unread:
+        raise SpecError("seq_len", f"{seq_len} positions: the table's first {unread} rows take no token's position")
+    if fields.get("pad_token") is not None:  # the pad's own row, last in the layout (the family's name map)
+        fields["pad_row"] = max_positions - 1
     return ModelSpec.from_layers(
         layers, vocab_size=read_int(cfg, "vocab_size"), max_positions=max_positions, seq_len=seq_len, **fields
     )

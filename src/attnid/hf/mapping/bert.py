@@ -12,9 +12,11 @@ bidirectional encoder under the same head):
                           (BertGenerationOnlyLMHead)
     megatron-bert         pre-LN blocks (attention.ln, ln), a final norm (encoder.ln), no embedding norm
     roberta, xlm-roberta, camembert, data2vec-text
-                          RoBERTa's positions: a real token's position id counts from padding_idx + 1 and the
-                          pad token's is padding_idx, so a table of max_position_embeddings rows takes
-                          max_position_embeddings - padding_idx - 1 tokens (`unread_position_rows`)
+                          RoBERTa's positions: a real token's position id counts from padding_idx + 1 (the
+                          tokens before it that are not the pad) and the pad token's is padding_idx, a row of
+                          its own (ModelSpec.pad_token, pad_row), so a table of max_position_embeddings rows
+                          takes max_position_embeddings - padding_idx - 1 tokens (`unread_position_rows`); the
+                          layout's row t is the class's row t + padding_idx + 1, the pad's row last
     xmod                  RoBERTa with a bottleneck adapter per language after every MLP
     roberta-prelayernorm  RoBERTa with pre-LN blocks and a final norm
     xlm-roberta-xl        RoBERTa with pre-LN blocks, a final norm and no embedding norm
@@ -33,32 +35,21 @@ from __future__ import annotations
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
-from .names import attention_linear, linear, norm, same
+from .names import attention_linear, linear, norm, rows, same
 
 ROBERTA = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm", "xlm-roberta-xl")
 MODEL_TYPES = ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA, "electra", "rembert", "roc_bert",
                "roformer")
 PRE_LN = ("megatron-bert", "roberta-prelayernorm", "xlm-roberta-xl")  # a norm before each sublayer, one after the stack
 NO_EMBEDDING_NORM = ("megatron-bert", "xlm-roberta-xl")
-# Derived, then measured (the tiny roberta, d 8, T 6, full Jacobian: 389 + 6 weak where the learned-positions rule
-# counts 395 + 5, gap 6.0 decades, margin 5.8; with padding_idx 3: 405 + 6 against 411 + 5, as the rule predicts):
-# the pad row is read (-d), and as the pad token's own its ones component (+1), the pad's own tied shift
-# (E_pad + c/g, P_pad - c/g, its head bias taking c b.(1/g); +1) and its own scale (+1 weak) are free. No explicit
-# generators for these exist, so the certificate would be one-sided: not modelled.
-_PAD_POSITIONS = (
-    "positions from padding_idx: the pad token reads position row padding_idx, a row of its own (its ones component,"
-    " the pad's own tied shift and, weakly, its scale are free: measured at d 8, 389 + 6 weak against 395 + 5 of the"
-    " learned-positions rule), which the count does not model"
-)
 # model type -> (config key, why the whole model is not counted) for what is always there
 LAYERS_ONLY = {
-    **dict.fromkeys(ROBERTA, ("pad_token_id", _PAD_POSITIONS)),
+    "xmod": ("adapter_reduction_factor", "a bottleneck adapter per language in every layer: not modelled"),
     "electra": ("embedding_size", "factorised embeddings (embeddings_project) and a generator head: not modelled"),
     "rembert": ("input_embedding_size", "decoupled input and output embedding widths: not modelled"),
     "roc_bert": ("concat_input", "pronunciation and shape embeddings mapped in with the tokens': not modelled"),
     "roformer": ("embed_positions", "RoFormer's sinusoidal table is a parameter of the class: not modelled"),
 }
-LAYERS_ONLY["xmod"] = ("adapter_reduction_factor", f"a bottleneck adapter per language in every layer; {_PAD_POSITIONS}")
 
 
 def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
@@ -84,8 +75,9 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "mlm_head": mt != "bert-generation", "lm_head_bias": True, "max_positions_default": 512,
         "not_modelled": _not_modelled(cfg, mt, tied), **_blocks(mt),
     }  # fmt: skip
-    if mt in ROBERTA:  # RobertaEmbeddings.create_position_ids_from_input_ids
-        fields["unread_position_rows"] = read_int(cfg, "pad_token_id", default=1, minimum=0) + 1
+    if mt in ROBERTA:  # RobertaEmbeddings.create_position_ids_from_input_ids: the pad reads row padding_idx
+        fields["pad_token"] = read_int(cfg, "pad_token_id", default=1, minimum=0)
+        fields["unread_position_rows"] = fields["pad_token"] + 1  # the pad's row last in the layout (`roberta_names`)
     return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), fields
 
 
@@ -98,8 +90,9 @@ def _not_modelled(cfg: dict, mt: str, tied: bool) -> tuple:
     found = [LAYERS_ONLY[mt]] if mt in LAYERS_ONLY else []
     if mt == "ernie" and read_flag(cfg, "use_task_id", False):
         found.append(("use_task_id", "true: a task-type table added to the embeddings (row 0 read): not modelled"))
-    if not tied and mt in ("bert", "ernie", "bert-generation", "megatron-bert"):
-        # measured (bert): P and the Jacobian's count both V more than this description
+    if not tied and mt in ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA):
+        # measured (bert): P and the Jacobian's count both V more than this description; an untied RobertaLMHead
+        # likewise lists lm_head.decoder.bias beside lm_head.bias (the tiny class's named_parameters)
         why = "false: the untied decoder's own bias beside the head's (two V-vectors, seen only through their sum)"
         if mt == "bert-generation":
             why = "false: the untied decoder has its own bias and lm_head.bias is left unused"
@@ -108,15 +101,20 @@ def _not_modelled(cfg: dict, mt: str, tied: bool) -> tuple:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, bert)
-PREFIX = {"bert": "bert", "ernie": "ernie", "bert-generation": "bert"}  # the base model, where the whole is counted
+# the base model's attribute, where the whole is counted (the RoBERTas: post-LN, tied; modeling_<type>.py)
+PREFIX = {"bert": "bert", "ernie": "ernie", "bert-generation": "bert", "roberta": "roberta", "xlm-roberta": "roberta",
+          "camembert": "roberta", "data2vec-text": "data2vec_text"}  # fmt: skip
+# the tied table goes by the name of the module built first: XLM-RoBERTa's and CamemBERT's LM build their head first
+TIED_AS_DECODER = ("xlm-roberta", "camembert")
 
 
 def bert_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): query/key/value/dense, the MLM head's transform (BERT,
-    ERNIE) or BERT-Generation's tied decoder with its bias."""
+    ERNIE, the RoBERTas' lm_head) or BERT-Generation's tied decoder with its bias."""
     mt = cfg["model_type"]
     p = f"{PREFIX[mt]}.embeddings"
-    e = [same(f"{p}.word_embeddings.weight", "embed"), same(f"{p}.position_embeddings.weight", "pos")]
+    e = [same("lm_head.decoder.weight" if mt in TIED_AS_DECODER else f"{p}.word_embeddings.weight", "embed")]
+    e.append(_positions(f"{p}.position_embeddings.weight", spec))
     if spec.token_types:
         e.append(same(f"{p}.token_type_embeddings.weight", "token_type"))
     if spec.embedding_norm:
@@ -130,10 +128,21 @@ def bert_names(spec, cfg: dict) -> list[tuple]:
         norm(e, f"{hf}.output.LayerNorm", f"{fine}.norm_2", True)
     if not spec.mlm_head:
         return e + [same("lm_head.bias", "unembed_bias")]
-    e += [linear("cls.predictions.transform.dense.weight", "mlm.dense"), same("cls.predictions.transform.dense.bias", "mlm.dense_bias")]
-    norm(e, "cls.predictions.transform.LayerNorm", "mlm_norm", True)
-    e.append(same("cls.predictions.bias", "unembed_bias"))
+    head = ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias") if mt in ROBERTA else (
+        "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias")
+    e += [linear(f"{head[0]}.weight", "mlm.dense"), same(f"{head[0]}.bias", "mlm.dense_bias")]
+    norm(e, head[1], "mlm_norm", True)
+    e.append(same(head[2], "unembed_bias"))
     return e
+
+
+def _positions(hf: str, spec) -> tuple:
+    """The position table: the same rows, or with a pad's own row (RoBERTa) layout row t the class's row
+    t + padding_idx + 1 (mod its rows), so that the pad's row padding_idx is the layout's last (`pad_row`)."""
+    if spec.pad_row is None:
+        return same(hf, "pos")
+    n, shift = spec.max_positions, spec.max_positions - spec.pad_row + spec.pad_token
+    return rows(hf, "pos", tuple((t + shift) % n for t in range(n)))
 
 
 NAME_MAPS = dict.fromkeys(PREFIX, bert_names)

@@ -22,6 +22,7 @@ because they act on different coordinates. Each source is one function, its prop
     embedding_norm                  embedding_norm_terms                               .embeddings
     token_types, tied_shift, mlm_head  head_and_type_terms                             .embeddings
     unread_positions                unread_positions                                   .embeddings
+    pad_row                         pad_row (a pad token's own position row: RoBERTa)  .embeddings
     first_mlp_table                 first_mlp_table (V token points)                   .token_points
     qk_norm_token_points            qk_norm_token_points                               .token_points
     latent_token_points             latent_token_points                                .token_points
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from ...layer.counting import Counts, count
 from ..spec import ModelSpec
-from .embeddings import embedding_norm_terms, head_and_type_terms, position_shift, unread_positions
+from .embeddings import embedding_norm_terms, head_and_type_terms, pad_row, position_shift, unread_positions
 from .limits import check_countable
 from .mlp import mlp_terms, sub_norm_scales
 from .norms import block_readers, centring_readers, centring_writers, final_norm_readers, norm_gains
@@ -64,6 +65,8 @@ def count_model(spec: ModelSpec) -> Counts:
     else:
         b, scales, weak = post_ln_terms(spec)
     b.update(head_and_type_terms(spec))
+    b["pad_row"], pad_weak = pad_row(spec)
+    weak += pad_weak
     scale_weak = scales if spec.norm_eps > 0 else 0
     b["residual_scale"] = scales - scale_weak
     b = {k: v for k, v in b.items() if v}

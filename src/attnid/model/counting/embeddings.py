@@ -1,5 +1,5 @@
-r"""The embedding side and the head of a whole model: positions, an embedding norm, token types, the
-masked-LM head and a tied head's shift (torch-free).
+r"""The embedding side and the head of a whole model: positions, a pad's own position row, an embedding norm,
+token types, the masked-LM head and a tied head's shift (torch-free).
 
 Notation: d = d_model, V = vocab, [beta] = 1 if the norms have a bias, rot = (d-1)(d-2)/2 (the rotations
 of the centred stream), k = d (1 + [beta]) (an embedding norm's gain and bias).
@@ -17,8 +17,51 @@ def position_shift(spec, d_out: int) -> int:
 
 
 def unread_positions(spec) -> int:
-    """Learned position rows beyond the positions in use (seq_len < max_positions): d each, never read."""
-    return (spec.max_positions - spec.seq_len) * spec.d_model if spec.positions == "learned" else 0
+    """Learned position rows that nothing reads (beyond seq_len, but for a pad's own row): d each."""
+    return (spec.max_positions - len(spec.position_rows)) * spec.d_model if spec.positions == "learned" else 0
+
+
+def raw_ones_seen(spec) -> bool:
+    """Whether a raw embedding row's component along 1 is seen: no LayerNorm reads the sum of the embeddings
+    first (an embedding norm, post-LN) or every reader of the stream is one (pre-LN with a final norm)."""
+    ln = spec.norm == "layernorm"
+    return not (ln and (spec.embedding_norm if spec.norm_position == "post" else spec.final_norm))
+
+
+def tied_shift_applies(spec) -> bool:
+    """A tied head after a LayerNorm with learned positions, its beta absorbed (a head bias) or absent."""
+    reads_norm = spec.final_norm or spec.norm_position == "post"
+    ln, learned = spec.norm == "layernorm", spec.positions == "learned"
+    return spec.tied and ln and reads_norm and learned and (spec.lm_head_bias or not spec.norm_bias)
+
+
+def pad_row(spec) -> tuple[int, int]:
+    r"""(exact, weakly identified) directions of a pad's own position row beyond the rules of the other rows.
+
+    Proposition (the pad's own row; RoBERTa). The pad token t_p reads row p of the learned table wherever it
+    stands and no other token reads p, so E_{t_p} and P_p enter the first block only through x_p = s E_{t_p} +
+    P_p (+ E_type[0]), and the head sees E_{t_p} only when tied. Row p is read: it joins every rule of the rows
+    in use (the shifts, the shear, the centring writers' ones component, the scales; `position_rows`), and
+    beyond them the pad has a shift and a scale of its own:
+    * shift: E_{t_p} + u, P_p - s u. Untied, u is free but for its component along 1 where the rows' ones
+      are counted already (d - [ones]); tied, only u = a / g_h moves the logits by a constant (a beta_h . 1/g_h,
+      taken by the pad's head bias, or none without beta): 1 where the tied shift of every row holds.
+    * scale: x_p -> c x_p (P_p takes it) behind an embedding norm: 1, weakly identified for eps > 0.
+    So the model counts the rule of a table whose rows in use are seq_len + 1, plus these. Hypotheses: learned
+    positions, the pad among generic tokens (every sequence of the judge holds it), the rules of the rows in use.
+    Measured, two-sided (the Jacobian's rank and these generators): this model's function at d 8 (post-LN with
+    and without an embedding norm, pre-LN with and without a final norm, tied and untied) and d 12 (post-LN, tied
+    and untied); RobertaForCausalLM at d 8 with padding_idx 1 (389 + 6 weak, BERT's rule 395 + 5; gap 6.0
+    decades) and 3 (405 + 6, gap 5.7), XLMRobertaForCausalLM (389 + 6).
+    """
+    if spec.pad_row is None:
+        return 0, 0
+    if spec.tied:
+        shift = int(tied_shift_applies(spec))
+    else:
+        shift = spec.d_model - (not raw_ones_seen(spec))
+    scale = int(spec.embedding_norm)
+    return (shift, scale) if spec.norm_eps > 0 else (shift + scale, 0)
 
 
 def _tied_point_parameters(spec) -> int:
@@ -89,8 +132,7 @@ def head_and_type_terms(spec) -> dict:
     """
     d, beta, ln = spec.d_model, spec.norm_bias, spec.norm == "layernorm"
     out = {"token_types": spec.token_types * d}
-    reads_norm = spec.final_norm or spec.norm_position == "post"
-    if spec.tied and ln and reads_norm and spec.positions == "learned" and (spec.lm_head_bias or not beta):
+    if tied_shift_applies(spec):
         out["tied_shift"] = 1
     if spec.mlm_head:
         out["mlm_head"] = d + d * beta + (d if ln else 0)

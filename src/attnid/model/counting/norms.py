@@ -55,7 +55,7 @@ def centring_writers(spec) -> int:
     """Free entries of the maps writing into a stream whose every reader is a LayerNorm (pre-LN, final norm).
 
     Proposition (residual centring, writing side). Then the stream's component along 1 is invisible, so
-    each row of every map writing into it has one free entry: E (untied), the position rows in use, and per
+    each row of every map writing into it has one free entry: E (untied), the position rows read, and per
     block W_O's rows, b_O, the MLP's down rows and bias.
     """
     if not (spec.norm == "layernorm" and spec.final_norm):
@@ -63,4 +63,4 @@ def centring_writers(spec) -> int:
     writes = sum(
         x.attention.n_heads * x.attention.d_head_v + x.attention.has_bias("o") + x.mlp.writes for x in spec.layer_specs
     )
-    return (0 if spec.tied else spec.vocab_size) + spec.seq_len * (spec.positions == "learned") + writes
+    return (0 if spec.tied else spec.vocab_size) + len(spec.position_rows) + writes

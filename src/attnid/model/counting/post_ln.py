@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .attention import attention_fibre, attention_readers, effective_biases
+from .embeddings import unread_positions
 from .mlp import hidden_scalings
 from .norms import centring_readers
 
@@ -41,7 +42,7 @@ def post_ln_terms(spec) -> tuple[dict, int, int]:
     b["norm_bias"] = d * beta * (not tied or spec.lm_head_bias)
     b["centring_readers"] += 0 if tied else centring_readers(spec, [(V, spec.lm_head_bias)])
     if spec.embedding_norm and ln:
-        b["centring_writers"] += (0 if tied else V) + spec.seq_len * learned
+        b["centring_writers"] += (0 if tied else V) + len(spec.position_rows)
     b["mlp_hidden"] = sum(hidden_scalings(x.mlp) for x in layers)
     shift = (d_c if spec.embedding_norm else d) if learned else 0
     shear = d if ln and not spec.embedding_norm else 0
@@ -50,7 +51,7 @@ def post_ln_terms(spec) -> tuple[dict, int, int]:
     absorbed = a.has_bias("o") and a.has_bias("q") and (a.has_bias("k") or a.rope_dims == 0)
     if absorbed and not spec.embedding_norm and (not tied or learned):
         b["embeddings"] += d
-    b["unread_positions"] = (spec.max_positions - spec.seq_len) * d if learned else 0
+    b["unread_positions"] = unread_positions(spec)
     if ln and beta:  # norms followed by a sublayer: beta's ones component, and its trade with the sublayer's constant
 
         def value_constant(a):
