@@ -115,7 +115,7 @@ def test_roberta_logits_are_the_own_function_with_the_pad_row(pad):
     """The name map's position rows and this project's forward: at the mapped point, on sequences holding the pad
     (whose row is the class's padding_idx, the others' padding_idx + 1 + the tokens before them that are not
     the pad), the own function's logits are the class's."""
-    from attnid.gauge.names import name_map
+    from attnid.gauge.name_map import name_map
     from attnid.gauge.point import FineLayout
     from attnid.model.forward import logits
 
