@@ -151,7 +151,8 @@ def checked_llama4_gemma4(spec) -> dict:
         raise SpecError("temperature_scale", "has no effect without temperature_floor > 0; leave it at 0.1")
     if spec.v_norm:
         for name, ok, why in (
-            ("d_head_v", spec.d_head_v <= spec.d_model, "a norm on the value heads is modelled for d_head_v <= d_model"),
+            ("d_head_v", 2 <= spec.d_head_v <= spec.d_model, "a norm on the value heads is modelled for 2 <= d_head_v"
+             " <= d_model (on one dim it is the sign of the value)"),
             ("sub_norm", not spec.sub_norm, "a norm on the value heads is modelled without a norm on their output"),
             ("output_gate", spec.output_gate == "none", "a norm on the value heads is modelled without output gates"),
             ("kv_lora_rank", not spec.kv_lora_rank, "a norm on the value heads is modelled without latents"),

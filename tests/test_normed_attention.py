@@ -1,0 +1,158 @@
+"""Gain-free norms, chunks and a query temperature (attnid.counting_variants): the count against the Jacobian of this
+project's layer at random shapes (GQA, MQA, every bias subset, partial RoPE), and against the real modules.
+
+* Llama-4: a gain-free RMSNorm ("L2 norm") on q and k after RoPE (`qk_norm` rms_plain): n(q O) = n(q) O only for
+  O orthogonal (a scalar is absorbed by the norm: weakly identified), and O must commute with every rotation:
+  SO(2) per plane and O(u) on the unrotated dims, per group: G (p/2 + u (u - 1) / 2) (G u (u - 1) / 2 without
+  RoPE); a chunk mask (`attention_chunk`) and a fixed query scale per position (`temperature_floor`) leave the
+  count as it is.
+* Gemma-4: a gain-free RMSNorm on every value head (`v_norm`) leaves of GL(v) per group O(v): G v (v - 1) / 2, sees
+  the value bias, and the scale of each group's values is weakly identified (G).
+"""
+
+import random
+
+import pytest
+import torch
+
+from attnid.attention import attention
+from attnid.counting import count
+from attnid.jacobian import measure
+from attnid.layout import Layout
+from attnid.spec import AttentionSpec, SpecError
+
+
+def random_shapes(seed: int, n: int, causal: bool | None = None) -> list[dict]:
+    """n small random shapes (P a few hundred): G groups of r heads, 2 <= d_k, d_v <= d (a norm on one dim is a
+    sign), some rotated dims, any bias subset, causal or not (or as given)."""
+    rng = random.Random(seed)
+    shapes = []
+    for _ in range(n):
+        d, G, r = rng.randint(3, 6), rng.randint(1, 2), rng.randint(1, 3)
+        k, v = rng.randint(2, d), rng.randint(2, d)
+        shapes.append(
+            {"d_model": d, "n_heads": G * r, "n_kv_heads": G, "d_head_qk": k, "d_head_v": v,
+             "rope_dims": 2 * rng.randint(0, k // 2), "biases": "".join(b for b in "qkvo" if rng.random() < 0.5),
+             "causal": rng.random() < 0.7 if causal is None else causal}
+        )  # fmt: skip
+    return shapes
+
+
+def measured(spec: AttentionSpec, seq_len: int | None = None) -> dict:
+    result = measure(spec, seed=1, seq_len=seq_len)[0]
+    assert result["gap"] > 6 and result["margin"] > 2, (spec.label, result)  # decided: far from the tolerance
+    return result
+
+
+V_NORM = [
+    {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 2, "d_head_v": 4, "rope_dims": 2, "biases": "qkvo",
+     "causal": True},
+    {"d_model": 5, "n_heads": 3, "n_kv_heads": 1, "d_head_qk": 3, "d_head_v": 5, "biases": "vo", "causal": True},
+    {"d_model": 5, "n_heads": 2, "d_head_qk": 3, "d_head_v": 3, "sinks": True, "biases": "qkvo", "causal": True},
+] + random_shapes(seed=11, n=4)  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", V_NORM, ids=lambda s: AttentionSpec(**s).label)
+def test_the_value_norm_count_is_the_measured_rank_deficiency(shape):
+    spec = AttentionSpec(**shape, v_norm=True)
+    c = count(spec)
+    G, v = spec.n_kv_heads, spec.d_head_v
+    assert c.breakdown["value_output"] == G * v * (v - 1) // 2 and c.breakdown["value_bias"] == 0
+    assert measured(spec)["measured"] == c.unidentified and c.weakly_identified == G
+    exact = AttentionSpec(**shape, v_norm=True, norm_eps=0.0)  # the scales of the values join
+    assert measured(exact)["measured"] == count(exact).unidentified == c.unidentified + G
+
+
+def test_the_value_norm_leaves_orthogonal_not_general_maps():
+    """Neither GL(v) (the plain rule, G v^2) nor the scaled orthogonal group counted as exact (G (v (v - 1)/2 + 1))
+    at eps > 0: the measured deficiency is G v (v - 1) / 2."""
+    shape = {"d_model": 6, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 3, "d_head_v": 4, "rope_dims": 2,
+             "biases": "v", "causal": True}  # fmt: skip
+    plain = count(AttentionSpec(**shape)).breakdown
+    spec = AttentionSpec(**shape, v_norm=True)
+    got = measured(spec)["measured"]
+    assert got == count(spec).unidentified == plain["query_key"] + 2 * 6
+    assert got != sum(plain.values()) and got != plain["query_key"] + 2 * 7
+
+
+LLAMA4 = [
+    {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 4, "rope_dims": 4, "causal": True},
+    {"d_model": 6, "n_heads": 2, "n_kv_heads": 1, "d_head_qk": 5, "rope_dims": 2, "biases": "qkvo", "causal": True},
+] + random_shapes(seed=5, n=4, causal=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", LLAMA4, ids=lambda s: AttentionSpec(**s).label)
+def test_gain_free_qk_norms_with_chunks_count_the_measured_rank_deficiency(shape):
+    """Llama-4's RoPE layers: the L2 norm after RoPE inside chunks of 3 positions, measured on 9 positions (three
+    chunks); the gained per-head rule (u + p/2 of the shared gains) would count something else."""
+    spec = AttentionSpec(**shape, qk_norm="rms_plain", attention_chunk=3, norm_eps=1e-6)
+    c = count(spec)
+    G, p, u = spec.n_kv_heads, spec.rope_dims, spec.d_head_qk - spec.rope_dims
+    assert c.breakdown["query_key"] == G * (p // 2 + u * (u - 1) // 2)
+    assert measured(spec, seq_len=9)["measured"] == c.unidentified
+    assert c.weakly_identified == spec.n_heads + G
+
+
+def test_the_gained_norm_formula_would_be_wrong():
+    """At d 8, 4 heads in 2 groups of head size 4, 2 rotated dims: no gain keeps SO(2) per plane and O(2) on the two
+    unrotated dims per group (G (1 + 1) = 4); a shared gain would leave u + p/2 = 3, a gain per head G (u + p/2) = 6."""
+    shape = {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 4, "rope_dims": 2, "causal": True}
+    spec = AttentionSpec(**shape, qk_norm="rms_plain", attention_chunk=4)
+    got = measured(spec, seq_len=8)["measured"]
+    assert count(spec).breakdown["query_key"] == 4 and got == count(spec).unidentified
+    for gained in ("rms_head", "rms_all"):
+        assert count(AttentionSpec(**shape, qk_norm=gained)).unidentified != got
+
+
+@pytest.mark.parametrize("shape", random_shapes(seed=3, n=4, causal=True), ids=lambda s: AttentionSpec(**s).label)
+def test_a_query_temperature_leaves_the_count(shape):
+    """Llama-4's NoPE layers: queries times 1 + 0.5 log(1 + floor((i + 1) / 2)), which differs from 1 on these
+    positions; the measured deficiency is the plain count (and so is the chunked one)."""
+    shape = {**shape, "rope_dims": 0}
+    spec = AttentionSpec(**shape, temperature_floor=2, temperature_scale=0.5)
+    assert count(spec).unidentified == count(AttentionSpec(**shape)).unidentified
+    assert measured(spec, seq_len=8)["measured"] == count(spec).unidentified
+
+
+def test_the_layer_computes_what_the_fields_say():
+    """A chunk of c is c causal sequences; v_norm rescales each value head to rms 1; the temperature scales the
+    query at index i by 1 + s log(1 + floor((i + 1) / f))."""
+    base = {"d_model": 6, "n_heads": 2, "n_kv_heads": 1, "biases": "qkvo", "causal": True}
+    chunked, plain = AttentionSpec(**base, attention_chunk=3), AttentionSpec(**base)
+    theta = Layout(plain).init(torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = torch.randn(2, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = attention(theta, x, chunked)
+    assert torch.allclose(y[:, :3], attention(theta, x[:, :3], plain))
+    assert torch.allclose(y[:, 3:], attention(theta, x[:, 3:], plain))
+    assert torch.allclose(attention(theta, x, chunked, last_only=True), y[:, -1:])
+    w = Layout(plain).unflatten(theta)
+    normed = AttentionSpec(**base, v_norm=True, norm_eps=0.0)
+    w_scaled = {**w, "W_V": 3 * w["W_V"], "b_V": 3 * w["b_V"]}
+    assert torch.allclose(attention(Layout(plain).flatten(w_scaled), x, normed), attention(theta, x, normed))
+    hot = AttentionSpec(**base, temperature_floor=2, temperature_scale=0.5)
+    assert torch.allclose(attention(theta, x[:, :1], hot), attention(theta, x[:, :1], plain))  # index 0: scale 1
+    assert not torch.allclose(attention(theta, x, hot), attention(theta, x, plain))
+    assert torch.allclose(attention(theta, x, hot, last_only=True), attention(theta, x, hot)[:, -1:])
+
+
+def test_bad_fields_are_refused_by_name():
+    for fields, name in (
+        ({"v_norm": 1}, "v_norm"),
+        ({"v_norm": True, "d_head_v": 5}, "d_head_v"),
+        ({"v_norm": True, "d_head_v": 1}, "d_head_v"),
+        ({"v_norm": True, "output_gate": "head"}, "output_gate"),
+        ({"attention_chunk": 1, "causal": True}, "attention_chunk"),
+        ({"attention_chunk": 4}, "attention_chunk"),  # not causal
+        ({"attention_chunk": 4, "causal": True, "sliding_window": 3}, "attention_chunk"),
+        ({"temperature_floor": -1}, "temperature_floor"),
+        ({"temperature_scale": 0.5}, "temperature_scale"),  # without a floor
+        ({"temperature_floor": 2, "temperature_scale": 0.0}, "temperature_scale"),
+    ):
+        with pytest.raises(SpecError, match=f"^{name}:"):
+            AttentionSpec(d_model=4, n_heads=2, **fields)
+    chunk_too_short = AttentionSpec(d_model=8, n_heads=2, rope_dims=4, causal=True, attention_chunk=2)
+    with pytest.raises(SpecError, match="^attention_chunk:"):
+        count(chunk_too_short)
+    spec = AttentionSpec(d_model=4, n_heads=2, causal=True, v_norm=True, attention_chunk=3, temperature_floor=8)
+    assert spec.label.endswith("_vnorm_chunk3_temp8") and AttentionSpec.from_row(spec.to_row()) == spec
+    assert spec.has_norm and spec.n_params == AttentionSpec(d_model=4, n_heads=2).n_params
