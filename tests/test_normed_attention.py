@@ -156,3 +156,31 @@ def test_bad_fields_are_refused_by_name():
     spec = AttentionSpec(d_model=4, n_heads=2, causal=True, v_norm=True, attention_chunk=3, temperature_floor=8)
     assert spec.label.endswith("_vnorm_chunk3_temp8") and AttentionSpec.from_row(spec.to_row()) == spec
     assert spec.has_norm and spec.n_params == AttentionSpec(d_model=4, n_heads=2).n_params
+
+
+def real_layers_agree(mt: str) -> list[dict]:
+    """The self-check of the type's default config, attention layers only (`attnid.hf.check`)."""
+    from attnid.hf.check import check_config
+    from attnid.hf.coverage import checked_config
+
+    torch.set_num_threads(1)
+    rows = check_config(checked_config(mt)[1], whole=False)
+    for row in rows:
+        assert row["verdict"] == "agree" and row["measured"] == row["count"] and row["P"] == row["P_spec"], row
+    return rows
+
+
+def test_hunyuan_moe_maps_its_norm_after_rope_and_its_experts():
+    """HunYuan-MoE: the per-head q/k RMSNorm with one gain each after RoPE (the gain does not commute with the
+    rotation: only the product of the two gains is seen, k, and the scales H + G are weak); softmax top-k
+    renormalised experts and an ungated shared SwiGLU; the real module agrees with the count."""
+    from attnid.hf.coverage import counted, default_config
+    from attnid.hf.mapping import REFUSED, model_spec
+
+    assert "hunyuan_v1_moe" not in REFUSED
+    spec = model_spec({**default_config("hunyuan_v1_moe"), "num_experts": 4, "moe_topk": 2})
+    a, mlp = spec.layer_specs[0].attention, spec.layer_specs[0].mlp
+    assert a.qk_norm == "rms_head_rotated" and count(a).breakdown["query_key"] == a.d_head_qk
+    assert (mlp.n_experts, mlp.top_k, mlp.norm_topk_prob, mlp.n_shared) == (4, 2, True, 1)
+    assert counted("hunyuan_v1_moe")[0] == "whole model"
+    real_layers_agree("hunyuan_v1_moe")

@@ -98,7 +98,6 @@ REASONS: dict[str, str] = {
     "glm_moe_dsa": f"attention not counted: {_DSA} (DeepseekV32Attention); experts",
     "hrm_text": "attention not counted: a sigmoid output gate on every head (gate_proj); two stacks applied in H_cycles x L_cycles",
     "hunyuan_v1_dense": "attention not counted: per-head q/k RMSNorm applied after the rotary embedding (query_layernorm, key_layernorm)",
-    "hunyuan_v1_moe": "attention not counted: per-head q/k RMSNorm applied after the rotary embedding (query_layernorm, key_layernorm)",
     "hy_v4": f"attention not counted: {_DSA} (GlmMoeDsaAttention) in DeepSeek-V4's blocks",
     "inkling2_loop_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values, looped",
     "inkling2_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",

@@ -86,6 +86,8 @@ class AttentionBlock:
             raise NotImplementedError(f"q/k norm {a.qk_norm!r} generators")
         if a.sub_norm:
             raise NotImplementedError("generators of a norm across the heads' outputs (sub_norm)")
+        if a.v_norm:
+            raise NotImplementedError("generators of a gain-free norm on the value heads (v_norm)")
         u = a.d_head_qk - a.rope_dims
         d_in = self.p.d - (self.p.layernorm and self.normed)
         if u > d_in or a.d_head_v > d_in:
