@@ -184,3 +184,28 @@ def test_hunyuan_moe_maps_its_norm_after_rope_and_its_experts():
     assert (mlp.n_experts, mlp.top_k, mlp.norm_topk_prob, mlp.n_shared) == (4, 2, True, 1)
     assert counted("hunyuan_v1_moe")[0] == "whole model"
     real_layers_agree("hunyuan_v1_moe")
+
+
+@pytest.mark.parametrize("mt", ["llama4_text", "llama4"])
+def test_llama4_maps_its_attention_layers_only(mt):
+    """Llama-4 (its text model; llama4's causal LM is that text model): the RoPE layers have the gain-free q/k norm
+    after RoPE and the chunk mask, every fourth layer has neither RoPE nor a norm but the query temperature; the
+    router's input scaling keeps the whole model out. The real modules agree (the tiny model's chunk is 4 positions
+    and its temperature turns from the second position on)."""
+    from attnid.hf.coverage import counted, default_config
+    from attnid.hf.mapping import REFUSED, model_spec
+
+    assert mt not in REFUSED
+    layers = model_spec(default_config(mt)).layer_specs
+    rope, nope = layers[0].attention, layers[3].attention
+    assert (rope.qk_norm, rope.attention_chunk, rope.temperature_floor, rope.rope_dims) == ("rms_plain", 8192, 0, 128)
+    assert (nope.qk_norm, nope.attention_chunk, nope.rope_dims) == ("none", 0, 0)
+    assert (nope.temperature_floor, nope.temperature_scale) == (8192, 0.1)
+    how, why = counted(mt)
+    assert how == "layers only" and why.startswith("moe_layers: Llama4TextMoe")
+    rows = real_layers_agree(mt)
+    assert [r["count"] for r in rows] == [10, 16]  # 2 + 8: SO(2) per group and GL(v); a gained norm would give 9
+    no_norm = {**default_config(mt), "use_qk_norm": False, "attn_temperature_tuning": False}
+    if mt == "llama4":
+        no_norm = {**no_norm, "text_config": {**no_norm["text_config"], "use_qk_norm": False}}
+    assert model_spec(no_norm).layer_specs[0].attention.qk_norm == "none"

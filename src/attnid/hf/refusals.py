@@ -104,8 +104,6 @@ REASONS: dict[str, str] = {
     "inkling_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",
     "jetmoe": "attention not counted: a mixture of attention experts (JetMoeMoA: query and output projections routed per token)",
     "laguna": "attention not counted: a softplus output gate per head or per channel (g_proj), head counts per layer",
-    "llama4": "attention not counted: gain-free L2 q/k norms, chunked attention (attention_chunk_size), a position-dependent temperature",
-    "llama4_text": "attention not counted: gain-free L2 q/k norms, chunked attention (attention_chunk_size), a position-dependent temperature",
     "ministral3": "attention not counted: queries scaled by a position-dependent factor (rope_parameters.llama_4_scaling_beta, 0.1)",
     "nanochat": "attention not counted: gain-free per-head q/k RMSNorm (NanoChatRMSNorm); ReLU-squared MLP, final logit softcapping",
     "prophetnet": "attention not counted: n-gram self-attention (main and predicting streams, learned relative position buckets)",
