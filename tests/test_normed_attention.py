@@ -209,3 +209,34 @@ def test_llama4_maps_its_attention_layers_only(mt):
     if mt == "llama4":
         no_norm = {**no_norm, "text_config": {**no_norm["text_config"], "use_qk_norm": False}}
     assert model_spec(no_norm).layer_specs[0].attention.qk_norm == "none"
+
+
+@pytest.mark.parametrize("mt", ["gemma4_text", "gemma4_unified_text"])
+def test_gemma4_maps_its_attention_layers_only(mt):
+    """Gemma-4: per-head q/k RMSNorm with one gain and a gain-free RMSNorm on every value head, sliding layers
+    (RoPE on the whole head) and full ones (their own head size, proportional RoPE on a quarter); the layers that
+    reuse other layers' keys and values are left out, attention_k_eq_v is refused."""
+    from attnid.hf.coverage import counted, default_config
+    from attnid.hf.mapping import REFUSED, model_spec
+
+    assert mt not in REFUSED
+    cfg = default_config(mt)
+    layers = [x.attention for x in model_spec(cfg).layer_specs]
+    sliding, full = layers[0], layers[5]
+    assert all(a.v_norm and a.qk_norm == "rms_head" for a in layers) and len(layers) == 30
+    assert (sliding.d_head_v, sliding.rope_dims, full.d_head_v, full.rope_dims) == (256, 256, 512, 128)
+    assert sliding.sliding_window and not full.sliding_window
+    assert counted(mt)[0] == "layers only" and counted(mt)[1].startswith("v_norm: ")
+    assert len(model_spec({**cfg, "num_kv_shared_layers": 10}).layer_specs) == 20
+    assert "num_kv_shared_layers" in dict(model_spec({**cfg, "num_kv_shared_layers": 10}).not_modelled)
+    with pytest.raises(SpecError, match="^attention_k_eq_v:"):
+        model_spec({**cfg, "attention_k_eq_v": True})
+
+
+@pytest.mark.selfcheck
+@pytest.mark.parametrize("mt", ["gemma4_text", "gemma4_unified_text"])
+def test_gemma4_real_attention_agrees(mt):
+    """The real modules (about 35 s each): a sliding layer of heads of 6 (33 = 3 + 2 * 15, weak 8) and a full layer
+    of heads of 8 with one rotated plane (63 = 7 + 2 * 28, weak 8); GL(v) would count 2 * 36 and 2 * 64."""
+    rows = real_layers_agree(mt)
+    assert [(r["count"], r["weak_count"]) for r in rows] == [(33, 8), (63, 8)]
