@@ -240,3 +240,28 @@ def test_gemma4_real_attention_agrees(mt):
     of heads of 8 with one rotated plane (63 = 7 + 2 * 28, weak 8); GL(v) would count 2 * 36 and 2 * 64."""
     rows = real_layers_agree(mt)
     assert [(r["count"], r["weak_count"]) for r in rows] == [(33, 8), (63, 8)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("attention", "unidentified", "weak"),
+    [
+        ({"rope_dims": 4, "qk_norm": "rms_plain", "attention_chunk": 3}, 157, 8),  # Llama-4's RoPE layers
+        ({"rope_dims": 0, "biases": "qkvo", "temperature_floor": 2, "temperature_scale": 0.5}, 245, 0),  # its NoPE ones
+    ],
+)
+def test_own_models_with_chunks_and_temperatures_agree(attention, unidentified, weak):
+    """This project's whole model (d 8, two pre-LN RMSNorm blocks, SwiGLU) with Llama-4's attention kinds: the
+    whole-model count agrees with the Jacobian of the logits; a gain-free value norm is refused there by name."""
+    from attnid.gauge.cases import own_case
+    from attnid.model.counting import count_model
+    from attnid.model.grid import own_spec
+
+    positions = "rope" if attention["rope_dims"] else "none"
+    rms = {"norm": "rmsnorm", "norm_bias": False, "mlp": "swiglu", "positions": positions}
+    spec = own_spec({**rms, "attention": attention})
+    counts = count_model(spec)
+    assert (counts.unidentified, counts.weakly_identified) == (unidentified, weak)
+    assert own_case("llama4", spec, other_seed=False, oversample=3.0)["agree"]
+    with pytest.raises(SpecError, match="^v_norm:"):
+        count_model(own_spec({**rms, "attention": {**attention, "v_norm": True}}))
