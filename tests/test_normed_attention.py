@@ -182,7 +182,7 @@ def test_hunyuan_moe_maps_its_norm_after_rope_and_its_experts():
     a, mlp = spec.layer_specs[0].attention, spec.layer_specs[0].mlp
     assert a.qk_norm == "rms_head_rotated" and count(a).breakdown["query_key"] == a.d_head_qk
     assert (mlp.n_experts, mlp.top_k, mlp.norm_topk_prob, mlp.n_shared) == (4, 2, True, 1)
-    assert counted("hunyuan_v1_moe")[0] == "whole model"
+    assert counted("hunyuan_v1_moe")[0] == "whole model"  # two-sided: test_hunyuan_moe_whole_model_is_certified...
     real_layers_agree("hunyuan_v1_moe")
 
 
@@ -265,3 +265,52 @@ def test_own_models_with_chunks_and_temperatures_agree(attention, unidentified, 
     assert own_case("llama4", spec, other_seed=False, oversample=3.0)["agree"]
     with pytest.raises(SpecError, match="^v_norm:"):
         count_model(own_spec({**rms, "attention": {**attention, "v_norm": True}}))
+
+
+@pytest.mark.slow
+def test_hunyuan_moe_whole_model_is_certified_two_sided():
+    """The upper side of HunYuan-MoE's certificate (its Jacobian side is `attnid check`: 196 = 196): the explicit
+    generators of `Gauge.for_hf_model` (the gain trades on every dim after RoPE, the norm scales, the experts',
+    norms' and stream's rules) have rank = the count at a generic point of the real class, and the logits do not
+    move along their span."""
+    from attnid.float64 import KeepFloat64
+    from attnid.gauge import Gauge
+    from attnid.hf.check import real_class, tiny_config
+    from attnid.hf.coverage import default_config
+    from attnid.model.real import SEQ_LEN, build_real_model
+
+    tiny = tiny_config(default_config("hunyuan_v1_moe"))
+    real = build_real_model(real_class(tiny), tiny)
+    model = real.module
+    with torch.no_grad():
+        for p, value in zip(model.parameters(), real.layout.unflatten(real.theta).values(), strict=True):
+            p.copy_(value)
+    g = Gauge.for_hf_model(model, seq_len=SEQ_LEN)
+    assert g.dim == 196 and g.projection.rank == g.dim
+    gen = torch.Generator().manual_seed(3)
+    u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
+    pu, names = g.project(u), [n for n, _ in model.named_parameters()]
+    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=gen)
+
+    def logits(*values):
+        with KeepFloat64():
+            params = dict(zip(names, values, strict=True))
+            return torch.func.functional_call(model, params, (), {"input_ids": tokens, "use_cache": False}).logits
+
+    primals = tuple(p.detach() for p in model.parameters())
+    along = torch.func.jvp(logits, primals, tuple(pu[n] for n in names))[1]
+    off = torch.func.jvp(logits, primals, tuple(u[n] for n in names))[1]
+    assert float(along.norm() / off.norm()) < 1e-10
+
+
+@pytest.mark.slow
+def test_own_model_with_the_norm_after_rope_is_certified_two_sided():
+    """HunYuan's q/k norm after RoPE in this project's model (d 8, two blocks, biases): generators (a gain trade on
+    every dim, the scales) of rank = count = the Jacobian's measure."""
+    from attnid.gauge.cases import own_case
+    from attnid.model.grid import own_spec
+
+    fields = {"norm": "rmsnorm", "norm_bias": False, "positions": "rope", "mlp": "swiglu", "norm_eps": 1e-5,
+              "attention": {"rope_dims": 4, "qk_norm": "rms_head_rotated", "biases": "qkvo"}}  # fmt: skip
+    row = own_case("hunyuan", own_spec(fields), other_seed=False, oversample=3.0)
+    assert row["agree"] and row["two_sided"] and row["generator_rank"] == row["measured"] == 172, row

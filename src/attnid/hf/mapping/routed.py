@@ -60,6 +60,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...spec import AttentionSpec
 from .experts import experts
+from .names import attention_linear, head_names, linear, norm, permuted, rope_perm, same
 from .keys import (
     head_sizes,
     layer_types,
@@ -259,7 +260,30 @@ def _mimo_layer(cfg: dict, kind: str, G: int, k: int) -> dict:
     }  # fmt: skip
 
 
+def hunyuan_moe_names(spec, cfg: dict) -> list[tuple]:
+    """HunYuanMoEV1ForCausalLM's parameters <-> the layout (`.names`): Llama's q/k/v/o with rotary pairs, the
+    query/key_layernorm gains permuted alike, the router mlp.gate.wg, Mixtral's experts, the shared mlp.shared_mlp."""
+    e = [same("model.embed_tokens.weight", "embed")]
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
+        perm = rope_perm(a.d_head_qk, a.rope_dims)
+        attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
+        e += [permuted(f"{hf}.self_attn.query_layernorm.weight", f"{fine}.attn.gain_Q", perm),
+              permuted(f"{hf}.self_attn.key_layernorm.weight", f"{fine}.attn.gain_K", perm)]  # fmt: skip
+        e.append(linear(f"{hf}.mlp.gate.wg.weight", f"{fine}.mlp.router"))
+        gate_up = (f"{fine}.mlp.gate", f"{fine}.mlp.up")
+        e.append(("gate_up_rows", f"{hf}.mlp.experts.gate_up_proj", gate_up, x.mlp.d_expert))
+        e.append(linear(f"{hf}.mlp.experts.down_proj", f"{fine}.mlp.down"))
+        e += [linear(f"{hf}.mlp.shared_mlp.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in ("gate", "up", "down")]
+        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
+        norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+    norm(e, "model.norm", "final_norm")
+    head_names(e, spec)
+    return e
+
+
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
+NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
