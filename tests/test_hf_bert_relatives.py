@@ -8,9 +8,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from gauge_checks import gauge_spans_the_count
+
 from attnid.errors import SpecError
-from attnid.float64 import KeepFloat64
-from attnid.gauge import Gauge
 from attnid.hf.check import check_config, meta_params, real_class, tiny_config
 from attnid.hf.coverage import counted, default_config
 from attnid.hf.mapping import model_spec, unread_position_rows
@@ -57,37 +57,11 @@ def test_roberta_positions_leave_the_first_rows_to_the_pad():
     assert tiny["max_position_embeddings"] == SEQ_LEN + 2 == spec.max_positions
 
 
-def _generic_model(mt: str):
-    tiny, _ = tiny_of(mt)
-    real = build_real_model(real_class(tiny), tiny)
-    with torch.no_grad():
-        for p, value in zip(real.module.parameters(), real.layout.unflatten(real.theta).values(), strict=True):
-            p.copy_(value)
-    return real.module, tiny
-
-
 @pytest.mark.parametrize("mt", sorted(WHOLE))
 def test_the_gauge_spans_exactly_the_count(mt):
     """The upper side of the certificate: the explicit generators at a generic point have rank = the count, and
     the logits do not move along their span."""
-    model, tiny = _generic_model(mt)
-    g = Gauge.for_hf_model(model, seq_len=SEQ_LEN)
-    assert g.dim == WHOLE[mt] and g.projection.rank == g.dim
-    gen = torch.Generator().manual_seed(3)
-    u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
-    pu = g.project(u)
-    names = [n for n, _ in model.named_parameters()]
-    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=gen)
-
-    def logits(*values):
-        with KeepFloat64():
-            params = dict(zip(names, values, strict=True))
-            return torch.func.functional_call(model, params, (), {"input_ids": tokens, "use_cache": False}).logits
-
-    primals = tuple(p.detach() for p in model.parameters())
-    along = torch.func.jvp(logits, primals, tuple(pu[n] for n in names))[1]
-    off = torch.func.jvp(logits, primals, tuple(u[n] for n in names))[1]
-    assert float(along.norm() / off.norm()) < 1e-10
+    gauge_spans_the_count(tiny_of(mt)[0], WHOLE[mt])
 
 
 @pytest.mark.slow

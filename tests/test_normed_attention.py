@@ -273,34 +273,12 @@ def test_hunyuan_moe_whole_model_is_certified_two_sided():
     generators of `Gauge.for_hf_model` (the gain trades on every dim after RoPE, the norm scales, the experts',
     norms' and stream's rules) have rank = the count at a generic point of the real class, and the logits do not
     move along their span."""
-    from attnid.float64 import KeepFloat64
-    from attnid.gauge import Gauge
-    from attnid.hf.check import real_class, tiny_config
+    from gauge_checks import gauge_spans_the_count
+
+    from attnid.hf.check import tiny_config
     from attnid.hf.coverage import default_config
-    from attnid.model.real import SEQ_LEN, build_real_model
 
-    tiny = tiny_config(default_config("hunyuan_v1_moe"))
-    real = build_real_model(real_class(tiny), tiny)
-    model = real.module
-    with torch.no_grad():
-        for p, value in zip(model.parameters(), real.layout.unflatten(real.theta).values(), strict=True):
-            p.copy_(value)
-    g = Gauge.for_hf_model(model, seq_len=SEQ_LEN)
-    assert g.dim == 196 and g.projection.rank == g.dim
-    gen = torch.Generator().manual_seed(3)
-    u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
-    pu, names = g.project(u), [n for n, _ in model.named_parameters()]
-    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=gen)
-
-    def logits(*values):
-        with KeepFloat64():
-            params = dict(zip(names, values, strict=True))
-            return torch.func.functional_call(model, params, (), {"input_ids": tokens, "use_cache": False}).logits
-
-    primals = tuple(p.detach() for p in model.parameters())
-    along = torch.func.jvp(logits, primals, tuple(pu[n] for n in names))[1]
-    off = torch.func.jvp(logits, primals, tuple(u[n] for n in names))[1]
-    assert float(along.norm() / off.norm()) < 1e-10
+    gauge_spans_the_count(tiny_config(default_config("hunyuan_v1_moe")), 196)
 
 
 @pytest.mark.slow
