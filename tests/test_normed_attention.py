@@ -292,3 +292,11 @@ def test_own_model_with_the_norm_after_rope_is_certified_two_sided():
               "attention": {"rope_dims": 4, "qk_norm": "rms_head_rotated", "biases": "qkvo"}}  # fmt: skip
     row = own_case("hunyuan", own_spec(fields), other_seed=False, oversample=3.0)
     assert row["agree"] and row["two_sided"] and row["generator_rank"] == row["measured"] == 172, row
+
+
+def test_a_llama4_without_experts_says_why_it_is_still_counted_by_layers():
+    from attnid.hf.coverage import default_config
+    from attnid.hf.mapping import model_spec
+
+    spec = model_spec({**default_config("llama4_text"), "moe_layers": []})
+    assert [key for key, _ in spec.not_modelled] == ["model_type"]

@@ -16,8 +16,9 @@ code (`transformers` 5.24, models/gemma4/modular_gemma4.py, Gemma4TextConfig; ge
     gemma4_text           per-layer input embeddings (hidden_size_per_layer_input: an embedding table and a gated
                           projection into every block) and optional experts (enable_moe_block) beside the attention
 
-A gain-free norm on the value heads leaves O(v) of GL(v) per group (`attnid.counting_variants`); the whole model's
-generators of it are not written (`attnid.gauge.sources`), so no whole-model certificate is two-sided: layers only.
+A gain-free norm on the value heads leaves O(v) of GL(v) per group (`attnid.counting_variants`); the whole-model
+count refuses it (`attnid.model.counting.limits`) and its generators are not written (`attnid.gauge.sources`):
+layers only.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from ...spec import AttentionSpec
 from .keys import head_sizes, read_flag, read_float, read_int, read_section
 
 V_NORM_WHY = (
-    "a gain-free RMSNorm on every value head: its whole-model generators are not written, so a whole-model"
-    " certificate would be one-sided (the attention layers are counted alone)"
+    "a gain-free RMSNorm on every value head: the whole-model count does not cover it (attnid.model.counting.limits)"
+    " and its generators are not written (the attention layers are counted alone)"
 )
 PER_LAYER_WHY = "per-layer input embeddings: a table and a gated projection into every block: not modelled"
 

@@ -28,6 +28,10 @@ MOE_WHY = (
     "Llama4TextMoe: a router whose top-k logits' sigmoid scales the token before the experts (not their output),"
     " beside a shared expert: not modelled (the attention layers are counted alone)"
 )
+NAMES_WHY = (
+    "without experts: no name map of Llama4ForCausalLM's parameters (nor generators of its gain-free q/k norm) is"
+    " written, so a whole-model certificate would be one-sided (the attention layers are counted alone)"
+)
 
 
 def _per_layer(cfg: dict, key: str, n_layers: int, default: list) -> list:
@@ -73,9 +77,13 @@ def llama4_family(cfg: dict, mt: str) -> tuple[list, dict]:
             biases=biases, causal=True, attention_chunk=chunk if kind == "chunked_attention" else 0, **variant,
         )  # fmt: skip
         layers.append(LayerSpec(attention, mlp))
+    step = read_int(cfg, "interleave_moe_layer_step", default=1)
+    moe = cfg.get("moe_layers")
+    moe = list(range(step - 1, n_layers, step)) if moe is None else moe
+    why = ("moe_layers", MOE_WHY) if any(0 <= i < n_layers for i in moe) else ("model_type", NAMES_WHY)
     fields = {
         "positions": "rope" if any(uses_rope) else "none", "norm": "rmsnorm", "norm_bias": False, "norm_eps": eps,
-        "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": (("moe_layers", MOE_WHY),),
+        "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": (why,),
     }  # fmt: skip
     return layers, fields
 
