@@ -21,7 +21,7 @@ module builds one from loose fields:
     a short name        spec.label
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output, a sigmoid gate on the heads' output):
+heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature):
 fields after seq_len, checked and shaped in :mod:`attnid.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
