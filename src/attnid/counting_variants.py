@@ -29,7 +29,7 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * q/k RMSNorm per head after RoPE, one gain each (HunYuan): n(R_i q) = R_i n(q), so the scores are
     n(q)^T R_i^T diag(g_Q g_K) R_j n(k): only the product of the two gains is seen (k), and an orthogonal
     O keeping R_i^T D R_j for generic diagonal D is +-1 (none): k; scales H + G.
-  * q/k RMSNorm per head without a gain (NanoChat; before or after RoPE alike): n(q O) = n(q) O for
+  * q/k RMSNorm per head without a gain (NanoChat, Llama-4's L2 norm; before or after RoPE alike): n(q O) = n(q) O for
     orthogonal O, which must commute with every rotation: SO(2) per plane and O(u) per group,
     G (p/2 + u (u - 1) / 2); scales H + G.
   * an RMSNorm with a gain across all heads' outputs before W_O (BitNet; v <= d): n(z M) = n(z) M only
