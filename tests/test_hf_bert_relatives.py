@@ -8,9 +8,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from gauge_checks import gauge_spans_the_count
+
 from attnid.errors import SpecError
-from attnid.float64 import KeepFloat64
-from attnid.gauge import Gauge
 from attnid.hf.check import check_config, meta_params, real_class, tiny_config
 from attnid.hf.coverage import counted, default_config
 from attnid.hf.mapping import model_spec, unread_position_rows
@@ -62,37 +62,12 @@ def test_roberta_positions_leave_the_first_rows_to_the_pad():
         model_spec(cfg, seq_len=513)
 
 
-def _generic_model(mt: str, pad: int | None = None):
-    tiny = tiny_config({**default_config(mt), **({} if pad is None else {"pad_token_id": pad})})
-    real = build_real_model(real_class(tiny), tiny)
-    with torch.no_grad():
-        for p, value in zip(real.module.parameters(), real.layout.unflatten(real.theta).values(), strict=True):
-            p.copy_(value)
-    return real.module, tiny
-
-
 @pytest.mark.parametrize("mt, pad", [(mt, None) for mt in sorted(WHOLE)] + [("roberta", 3)])
 def test_the_gauge_spans_exactly_the_count(mt, pad):
     """The upper side of the certificate: the explicit generators at a generic point have rank = the count, and
     the logits do not move along their span (with padding_idx 3: the count 405 of a table of 10 rows)."""
-    model, tiny = _generic_model(mt, pad)
-    g = Gauge.for_hf_model(model, seq_len=SEQ_LEN)
-    assert g.dim == (WHOLE[mt] if pad is None else 405) and g.projection.rank == g.dim
-    gen = torch.Generator().manual_seed(3)
-    u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
-    pu = g.project(u)
-    names = [n for n, _ in model.named_parameters()]
-    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=gen)
-
-    def logits(*values):
-        with KeepFloat64():
-            params = dict(zip(names, values, strict=True))
-            return torch.func.functional_call(model, params, (), {"input_ids": tokens, "use_cache": False}).logits
-
-    primals = tuple(p.detach() for p in model.parameters())
-    along = torch.func.jvp(logits, primals, tuple(pu[n] for n in names))[1]
-    off = torch.func.jvp(logits, primals, tuple(u[n] for n in names))[1]
-    assert float(along.norm() / off.norm()) < 1e-10
+    tiny = tiny_config({**default_config(mt), **({} if pad is None else {"pad_token_id": pad})})
+    gauge_spans_the_count(tiny, WHOLE[mt] if pad is None else 405)
 
 
 @pytest.mark.slow

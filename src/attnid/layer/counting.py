@@ -263,9 +263,10 @@ def check_hypotheses(spec: AttentionSpec, frequencies=None) -> None:
         if problem:
             raise SpecError("rope_base", f"{spec.rope_base!r} gives RoPE frequencies the count cannot use: {problem}")
     window = getattr(spec, "sliding_window", 0)
+    field, window = ("sliding_window", window) if window else ("attention_chunk", getattr(spec, "attention_chunk", 0))
     if window and spec.rope_dims and window < min_seq_len(spec):
         raise SpecError(
-            "sliding_window",
+            field,
             f"{window} shows each query only offsets 0..{window - 1}, fewer than a causal T_min = "
             f"{min_seq_len(spec)} needs for {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}",
         )

@@ -29,7 +29,7 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * q/k RMSNorm per head after RoPE, one gain each (HunYuan): n(R_i q) = R_i n(q), so the scores are
     n(q)^T R_i^T diag(g_Q g_K) R_j n(k): only the product of the two gains is seen (k), and an orthogonal
     O keeping R_i^T D R_j for generic diagonal D is +-1 (none): k; scales H + G.
-  * q/k RMSNorm per head without a gain (NanoChat; before or after RoPE alike): n(q O) = n(q) O for
+  * q/k RMSNorm per head without a gain (NanoChat, Llama-4's L2 norm; before or after RoPE alike): n(q O) = n(q) O for
     orthogonal O, which must commute with every rotation: SO(2) per plane and O(u) per group,
     G (p/2 + u (u - 1) / 2); scales H + G.
   * an RMSNorm with a gain across all heads' outputs before W_O (BitNet; v <= d): n(z M) = n(z) M only
@@ -45,6 +45,17 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     sum_h sigmoid(X w_G^h) b_V^g W_O^h, a different function of the token for every head: as with sinks, each
     b_V^g W_O^h is seen (b_O no longer absorbs it), G max(0, v - r d) value-bias directions are left and the
     value-output fibre is that of [W_V^g; b_V^g] W_O^h less them.
+  * an RMSNorm without a gain on every value head (Gemma-4's v_norm; v <= d): V_g = n(X W_V^g + b_V^g). The
+    function sees the map z -> n(z W) W_O^h on generic z; n(z L) = n(z) M for every z (both sides of degree 0)
+    holds only when ||z L|| / ||z|| is constant, i.e. L = c O with O orthogonal, and then M = O. So of GL(v) per
+    group O(v) is left (W_V^g O, O^T W_O^h for every h in g): G v (v - 1) / 2; b_V^g sits inside the norm:
+    seen; the scale c of [W_V^g; b_V^g] is exact for eps = 0 and weakly identified for eps > 0: G.
+  * chunked attention (Llama-4's attention_chunk_size c >= 2, causal): a fixed mask, each chunk a causal sequence
+    of c positions at its own RoPE positions (the scores see offsets 0..c-1 only): the causal count, for c >=
+    T_min (as for a sliding window; refused below it).
+  * a query temperature (Llama-4's NoPE layers: Q_i times a fixed t_i = 1 + s log(1 + floor((i + 1) / f)) > 0):
+    S_h[i, j] = t_i q_i . k_j: every symmetry of the scores survives (W_Q A acts per row, a scalar per row
+    commutes with it) and a constant along keys (q_i . b_K, times t_i) stays constant: count-neutral.
   * multi-head latent attention (DeepSeek-V2/V3; ranks r_q, r_kv, RMSNorm on each latent): each
     latent admits W_D -> W_D O (O orthogonal), any gains, up-projections compensating:
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
@@ -91,6 +102,9 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
         out["value_output"] = G * (v * (v - 1) // 2) + H * v
         out["value_bias"] = 0
         scale += 1
+    if spec.v_norm:
+        out["value_output"], out["value_bias"] = G * (v * (v - 1) // 2), 0
+        scale += G
     if spec.qk_norm != "none":
         out["query_key"] = {
             "rms_head": u + p // 2,

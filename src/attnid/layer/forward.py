@@ -29,7 +29,16 @@ from torch import nn
 from .layout import Layout
 from .spec import AttentionSpec
 from .spec_variants import QK_NORMS_AFTER_ROPE
-from .variants import adjust_scores, attention_weights, gate_heads, latent_qkv, normalize_heads, normalize_qk
+from .variants import (
+    adjust_scores,
+    attention_weights,
+    gate_heads,
+    latent_qkv,
+    normalize_heads,
+    normalize_qk,
+    normalize_values,
+    temper_queries,
+)
 
 
 def rope_frequencies(spec: AttentionSpec) -> torch.Tensor:
@@ -112,6 +121,7 @@ def attention(
         q, k = apply_rope(q, angles[..., -1:, :] if last_only else angles), apply_rope(k, angles)
     if after_rope:
         q, k = normalize_qk(q, k, w, spec)
+    q, v = temper_queries(q, spec, T), normalize_values(v, spec)  # Llama-4's query temperature, Gemma-4's v_norm
     if spec.group_size > 1:  # GQA: each query head reads its group's key/value (MHA: no copy, no scatter back)
         groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
         k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)

@@ -21,7 +21,7 @@ module builds one from loose fields:
     a short name        spec.label
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output, a sigmoid gate on the heads' output):
+heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature):
 fields after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
@@ -69,7 +69,7 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
-_INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank")
+_INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor")
 
 
 def normalize_biases(biases) -> str:
@@ -163,6 +163,11 @@ class AttentionSpec:
     # none | element (each head's output times sigmoid(X W_G^h), W_G^h (d, v): Qwen3-Next) | head (times one
     # sigmoid(X w_G^h) per head and token, W_G (H, d): LFM3): attnid.layer.spec_variants
     output_gate: str = "none"
+    v_norm: bool = False  # an RMSNorm without a gain on every value head (Gemma-4)
+    attention_chunk: int = 0  # causal attention within chunks of this many positions (Llama-4); 0 = off
+    # queries at index i times 1 + temperature_scale log(1 + floor((i + 1) / temperature_floor)) (Llama-4's NoPE layers)
+    temperature_floor: int = 0  # 0 = off
+    temperature_scale: float = 0.1
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -215,7 +220,7 @@ class AttentionSpec:
     @property
     def has_norm(self) -> bool:
         """Does the layer hold a norm (q/k norms, or MLA's latent norms), so that norm_eps matters?"""
-        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm
+        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm or self.v_norm
 
     # Short names used in formulas.
     @property
@@ -374,7 +379,7 @@ class AttentionSpec:
                     value = float(value)
                 except ValueError:
                     raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
-            if name in ("causal", "sinks", "alibi", "sub_norm") and isinstance(value, str):
+            if name in ("causal", "sinks", "alibi", "sub_norm", "v_norm") and isinstance(value, str):
                 if value.strip().lower() not in ("true", "false"):
                     raise SpecError(name, f"must be true or false, got {value!r}")
                 value = value.strip().lower() == "true"

@@ -9,7 +9,9 @@ RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`
 across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); a sigmoid gate on
 the heads' output before W_O (`output_gate`: per element, Qwen3-Next and Qwen3.5; per head, LFM3); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
-`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads).
+`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads); an RMSNorm without a gain
+on every value head (`v_norm`, Gemma-4); causal attention within chunks of positions (`attention_chunk`, Llama-4);
+a fixed query scale per position (`temperature_floor`, `temperature_scale`: Llama-4's NoPE layers).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ VARIANT_DEFAULTS = {
     "q_lora_rank": 0,
     "sub_norm": False,
     "output_gate": "none",
+    "v_norm": False,
+    "attention_chunk": 0,
+    "temperature_floor": 0,
+    "temperature_scale": 0.1,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -48,6 +54,10 @@ VARIANT_LABEL = {
     "q_lora_rank": lambda v: f"q{v}",
     "sub_norm": lambda v: "subnorm",
     "output_gate": lambda v: f"gate{v}",
+    "v_norm": lambda v: "vnorm",
+    "attention_chunk": lambda v: f"chunk{v}",
+    "temperature_floor": lambda v: f"temp{v}",
+    "temperature_scale": lambda v: f"tscale{v:g}",
 }
 
 
@@ -98,6 +108,7 @@ def checked_variants(spec) -> dict:
         ):
             if not ok:
                 raise SpecError(name, why)
+    out |= checked_llama4_gemma4(spec)
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
     if spec.kv_lora_rank:
@@ -116,6 +127,47 @@ def checked_variants(spec) -> dict:
             raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
         if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
             raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+    return out
+
+
+def checked_llama4_gemma4(spec) -> dict:
+    """v_norm (Gemma-4), attention_chunk and the query temperature (Llama-4), normalised; SpecError names a bad
+    field or a combination the count does not model."""
+    out = {}
+    if type(spec.v_norm).__name__ == "bool_":
+        out["v_norm"] = bool(spec.v_norm)
+    elif not isinstance(spec.v_norm, bool):
+        raise SpecError("v_norm", f"must be true or false, got {spec.v_norm!r}")
+    for name in ("attention_chunk", "temperature_floor"):
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise SpecError(name, f"must be an integer >= 0, got {value!r}")
+        out[name] = int(value)
+    scale = spec.temperature_scale
+    if isinstance(scale, bool) or not isinstance(scale, Real) or not math.isfinite(scale) or scale <= 0:
+        raise SpecError("temperature_scale", f"must be a finite number > 0, got {scale!r}")
+    out["temperature_scale"] = float(scale)
+    if out["temperature_scale"] != VARIANT_DEFAULTS["temperature_scale"] and not out["temperature_floor"]:
+        raise SpecError("temperature_scale", "has no effect without temperature_floor > 0; leave it at 0.1")
+    if spec.v_norm:
+        for name, ok, why in (
+            ("d_head_v", 2 <= spec.d_head_v <= spec.d_model, "a norm on the value heads is modelled for 2 <= d_head_v"
+             " <= d_model (on one dim it is the sign of the value)"),
+            ("sub_norm", not spec.sub_norm, "a norm on the value heads is modelled without a norm on their output"),
+            ("output_gate", spec.output_gate == "none", "a norm on the value heads is modelled without output gates"),
+            ("kv_lora_rank", not spec.kv_lora_rank, "a norm on the value heads is modelled without latents"),
+        ):
+            if not ok:
+                raise SpecError(name, why)
+    chunk = out["attention_chunk"]
+    if chunk == 1:
+        raise SpecError("attention_chunk", "1 leaves each query only itself (softmax of one key); use 0 or >= 2")
+    if chunk and not spec.causal:
+        raise SpecError("attention_chunk", "chunked attention is modelled for causal attention only")
+    if chunk and spec.sliding_window:
+        raise SpecError("attention_chunk", "a chunk mask together with a sliding window is not modelled")
+    if (chunk or out["temperature_floor"]) and spec.kv_lora_rank:
+        raise SpecError("kv_lora_rank", "chunks and the query temperature are modelled without latent attention")
     return out
 
 

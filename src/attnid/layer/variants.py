@@ -15,8 +15,12 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       layernorm_head: (z - mean) / sqrt(var + eps) * gain + shift per head;
                       layernorm_heads: (z - mean) / sqrt(var + eps) * gain, gains (H, k) and (G, k);
                       rms_plain: rms over each head's k dims, no gain.
+    normalize_values  v_norm: rms over each value head's v dims, no gain (Gemma-4).
+    temper_queries    the query at index i times 1 + s log(1 + floor((i + 1) / f)), f = temperature_floor,
+                      s = temperature_scale (Llama-4's attn_temperature_tuning in its NoPE layers).
     adjust_scores     scores -> softcap * tanh(scores / softcap); + ALiBi -m_h (i - j) with
-                      slopes m_h = 2^(-8 (h + 1) / H); keys outside the sliding window masked.
+                      slopes m_h = 2^(-8 (h + 1) / H); keys outside the sliding window masked; with
+                      attention_chunk c, keys outside the query's chunk (floor(j / c) != floor(i / c)) masked.
     attention_weights softmax over keys, with a sink: one logit per head that joins every row
                       and is dropped afterwards, so the rows sum to less than one.
     normalize_heads   sub_norm: rms over all H v dims of a token's head outputs, times gain_O (H, v),
@@ -84,6 +88,21 @@ def normalize_qk(q: torch.Tensor, k: torch.Tensor, w: dict, spec) -> tuple[torch
     return q, k
 
 
+def normalize_values(v: torch.Tensor, spec) -> torch.Tensor:
+    """v (B, G, T, v) after the spec's gain-free value norm (identity without v_norm)."""
+    return _rms(v, spec.norm_eps) if spec.v_norm else v
+
+
+def temper_queries(q: torch.Tensor, spec, T: int) -> torch.Tensor:
+    """q (B, H, T_q, k), the last T_q of T positions, times the spec's temperature per query index (identity
+    without temperature_floor)."""
+    if not spec.temperature_floor:
+        return q
+    i = torch.arange(T - q.shape[2], T, device=q.device, dtype=torch.float64)  # (T_q,) query indices
+    scale = 1.0 + spec.temperature_scale * torch.log1p(torch.floor((i + 1.0) / spec.temperature_floor))
+    return q * scale.to(q.dtype)[:, None]
+
+
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """m_h = 2^(-8 (h + 1) / H), h = 0..H-1 (Press et al. 2022, ALiBi): (H,) float64."""
     return 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
@@ -103,6 +122,10 @@ def adjust_scores(scores: torch.Tensor, spec) -> torch.Tensor:
         i = torch.arange(T, device=scores.device)
         too_old = (i[:, None] - i[None, :]) >= spec.sliding_window  # (T, T)
         scores = scores.masked_fill(too_old, float("-inf"))
+    if spec.attention_chunk:  # the queries are the last scores.shape[-2] of the T positions
+        i, j = torch.arange(T - scores.shape[-2], T, device=scores.device), torch.arange(T, device=scores.device)
+        other_chunk = (i[:, None] // spec.attention_chunk) != (j[None, :] // spec.attention_chunk)  # (T_q, T)
+        scores = scores.masked_fill(other_chunk, float("-inf"))
     return scores
 
 

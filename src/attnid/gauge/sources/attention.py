@@ -17,11 +17,12 @@ Per KV group g of a plain layer (stacks of `attnid.symmetry.stacks`):
 q/k norms (one gain shared by all heads, `rms_head`): the norm is only scale-equivariant, so of GL(k) only
 the per-dimension trade between the query and key gains survives, s constant on each RoPE plane:
 dgain_Q = gain_Q s, dgain_K = -gain_K s (u + p/2), plus the scale of each query head and each key group,
-exact for eps = 0 and weakly identified for eps > 0. Across heads (`rms_all`): per group, and two scales.
+exact for eps = 0 and weakly identified for eps > 0. Across heads (`rms_all`): per group, and two scales. After
+RoPE (`rms_head_rotated`, HunYuan): the scores see only the product of the gains, so a trade on every dim (k).
 
 Not written here (NotImplementedError, so a caller falls back or refuses): the product-kernel directions
-of heads wider than what a factor reads (u > d + [b], v > d), q/k LayerNorms, keys or values seen through
-sinks or softcapping beyond their kernels.
+of heads wider than what a factor reads (u > d + [b], v > d), q/k LayerNorms, gain-free q/k or value norms
+(rms_plain, v_norm), keys or values seen through sinks or softcapping beyond their kernels.
 """
 
 from __future__ import annotations
@@ -82,10 +83,12 @@ class AttentionBlock:
         a = self.a
         if a.kv_lora_rank:
             return latent_groups(self)
-        if a.qk_norm not in ("none", "rms_head", "rms_all"):
+        if a.qk_norm not in ("none", "rms_head", "rms_all", "rms_head_rotated"):
             raise NotImplementedError(f"q/k norm {a.qk_norm!r} generators")
         if a.sub_norm:
             raise NotImplementedError("generators of a norm across the heads' outputs (sub_norm)")
+        if a.v_norm:
+            raise NotImplementedError("generators of a gain-free norm on the value heads (v_norm)")
         u = a.d_head_qk - a.rope_dims
         d_in = self.p.d - (self.p.layernorm and self.normed)
         if u > d_in or a.d_head_v > d_in:
@@ -141,10 +144,12 @@ class AttentionBlock:
 
     def qk_norm_groups(self) -> list[Group]:
         a, G, H, r = self.a, self.a.n_kv_heads, self.a.n_heads, self.a.group_size
-        basis = _conj_basis(a)  # (m, k)
+        # after RoPE (HunYuan) the scores see only the product of the two gains: a trade on every dim
+        rotated = a.qk_norm == "rms_head_rotated"
+        basis = torch.eye(a.d_head_qk, dtype=DTYPE) if rotated else _conj_basis(a)  # (m, k)
         m = basis.shape[0]
         gQ, gK = self.W("gain_Q"), self.W("gain_K")
-        per_head = a.qk_norm == "rms_head"
+        per_head = a.qk_norm in ("rms_head", "rms_head_rotated")
         n_trade = m if per_head else G * m
 
         def trade(c):

@@ -24,7 +24,9 @@ it comes from. Adding a family is one module here (and its tests):
     ctrl       CTRL
     mpt        MPT, DBRX
     routed     the Llama-shaped mixtures of experts: Qwen2-MoE, OLMoE, FlexOlmo, Granite-MoE, Ernie-4.5-MoE,
-               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE
+               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE, HunYuan-MoE
+    llama4     Llama-4's text model (gain-free q/k norms, chunks, a query temperature; layers only)
+    gemma4     Gemma-4's text models (a gain-free norm on every value head; layers only)
     parallel   GPT-J, CodeGen, GPT-NeoX (and its Japanese), Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM) and its relatives (ERNIE, BERT-Generation, Megatron-BERT, the RoBERTas,

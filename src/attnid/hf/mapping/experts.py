@@ -29,6 +29,8 @@ Each model class computes its router in code; what it fixes is written down here
                  (MiniMaxM2TopKRouter)
     dbrx         softmax, moe_top_k, divided by the moe_normalize_expert_weights-norm (default 1; null: not
                  normalised) of the chosen (DbrxFFN.route_tokens_to_experts)
+    hunyuan_v1_moe  softmax, top-k (moe_topk), renormalised (HunYuanMoEV1Gate), and a shared SwiGLU of
+                 intermediate_size added without a gate (HunYuanMoEV1Moe.shared_mlp)
     phimoe       sparsemixer (PhimoeTopKRouter, eval): two experts, the best and the best of the rest, each
                  weighted by a softmax over the logits within 2 router_jitter_noise (relative) of it; at a generic
                  point the router is seen only on the tokens whose top logits lie that close, so what it leaves
@@ -89,6 +91,8 @@ def experts(
                        shared_width=width)  # fmt: skip
     if model_type == "minimax_m2":  # sigmoid, chosen with the e_score_correction_bias buffer, renormalised
         return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True)
+    if model_type == "hunyuan_v1_moe":  # softmax, top-k, renormalised; a shared SwiGLU (HunYuanMoEV1Moe.shared_mlp)
+        return MoESpec(**common, norm_topk_prob=True, n_shared=1, shared_width=read_int(cfg, "intermediate_size"))
     if model_type == "phimoe":
         why = "sparsemixer routing: the router is seen only on tokens whose top logits lie within 2 router_jitter_noise"
         not_modelled.append(("router_jitter_noise", why + " of each other, so what it leaves free depends on the data"))

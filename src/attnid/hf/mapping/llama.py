@@ -277,8 +277,6 @@ REFUSED = {
     " weights",
     "gemma3n_text": "not yet mapped: AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity"
     " beside the attention",
-    "gemma4_text": "attention not counted: per-layer input embeddings (hidden_size_per_layer_input) and keys and"
-    " values shared across layers",
 }
 
 

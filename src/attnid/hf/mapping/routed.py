@@ -43,6 +43,10 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
     minimax_m2     MiniMaxM2Attention (FlexOlmo's without biases: q/k RMSNorm across all heads), the rotated
                    share rotary_dim / head_dim (MiniMaxM2Config), every block routed, experts intermediate_size
                    wide (MixtralExperts)
+    hunyuan_v1_moe HunYuanMoEV1Attention: attention_bias on all four, per-head q/k RMSNorm with one gain each applied
+                   after RoPE (rms_head_rotated: the gain does not commute with the rotation, so of the commutant
+                   only the product of the two gains is seen); every block routed (num_experts, moe_topk as ints),
+                   a shared SwiGLU of intermediate_size without a gate; eps default 1e-5
     phimoe         LlamaAttention (attention_bias on all four), the window on every layer (MixtralModel's
                    mask), LayerNorms with a bias of eps rms_norm_eps, an lm_head biased by lm_head_bias;
                    experts intermediate_size wide; its sparsemixer router is recorded as not modelled
@@ -56,6 +60,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .experts import experts
+from .names import attention_linear, head_names, linear, norm, permuted, rope_perm, same
 from .keys import (
     head_sizes,
     layer_types,
@@ -78,6 +83,7 @@ DEFAULTS = {
     "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
     "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
     "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334), "flint": (1e-6, False, 1.0),
+    "hunyuan_v1_moe": (1e-5, False, 1.0),
 }  # fmt: skip
 HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192, "flint": 128}
 # the experts' width: moe_intermediate_size, else intermediate_size (MixtralExperts: OLMoE, FlexOlmo, Granite, PhiMoE)
@@ -86,7 +92,7 @@ MOE_WIDTH = (
 )  # fmt: skip
 QK_NORM = {
     "olmoe": "rms_all", "flex_olmo": "rms_all", "minimax_m2": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head",
-    "flint": "rms_head",
+    "flint": "rms_head", "hunyuan_v1_moe": "rms_head_rotated",
 }  # fmt: skip
 
 
@@ -155,7 +161,7 @@ def _routed(cfg: dict, mt: str, n_layers: int) -> list[bool]:
 
 def _moe(cfg: dict, mt: str, activation: str, not_modelled: list):
     n_experts = read_int(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-    top_k = read_int(cfg, "num_experts_per_tok", "moe_k")
+    top_k = read_int(cfg, "num_experts_per_tok", "moe_k", "moe_topk")
     width_key = "moe_intermediate_size" if mt in MOE_WIDTH else "intermediate_size"
     return experts(cfg, mt, n_experts, top_k, read_int(cfg, width_key), activation, not_modelled)
 
@@ -254,13 +260,34 @@ def _mimo_layer(cfg: dict, kind: str, G: int, k: int) -> dict:
     }  # fmt: skip
 
 
+def hunyuan_moe_names(spec, cfg: dict) -> list[tuple]:
+    """HunYuanMoEV1ForCausalLM's parameters <-> the layout (`.names`): Llama's q/k/v/o with rotary pairs, the
+    query/key_layernorm gains permuted alike, the router mlp.gate.wg, Mixtral's experts, the shared mlp.shared_mlp."""
+    e = [same("model.embed_tokens.weight", "embed")]
+    for i, x in enumerate(spec.layer_specs):
+        hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
+        perm = rope_perm(a.d_head_qk, a.rope_dims)
+        attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
+        e += [permuted(f"{hf}.self_attn.query_layernorm.weight", f"{fine}.attn.gain_Q", perm),
+              permuted(f"{hf}.self_attn.key_layernorm.weight", f"{fine}.attn.gain_K", perm)]  # fmt: skip
+        e.append(linear(f"{hf}.mlp.gate.wg.weight", f"{fine}.mlp.router"))
+        gate_up = (f"{fine}.mlp.gate", f"{fine}.mlp.up")
+        e.append(("gate_up_rows", f"{hf}.mlp.experts.gate_up_proj", gate_up, x.mlp.d_expert))
+        e.append(linear(f"{hf}.mlp.experts.down_proj", f"{fine}.mlp.down"))
+        e += [linear(f"{hf}.mlp.shared_mlp.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in ("gate", "up", "down")]
+        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
+        norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+    norm(e, "model.norm", "final_norm")
+    head_names(e, spec)
+    return e
+
+
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
+NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
     " routed experts",
-    "hunyuan_v1_moe": "attention not counted: q/k RMSNorm after RoPE (HunYuanMoEV1Attention): the gain does not"
-    " commute with the rotation",
     "afmoe": "attention not counted: gated attention (AfmoeAttention), the output multiplied by sigmoid(x W_gate)",
     "laguna": "attention not counted: gated attention (LagunaAttention, AfMoE's): the output is multiplied by a"
     " softplus gate of x",

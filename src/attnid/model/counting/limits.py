@@ -23,6 +23,10 @@ wrong number. The ranges:
 * norms without a gain outside sequential pre-LN blocks, with output norms, or tied behind a LayerNorm;
   blocks without input norms other than OLMo-2's (RMSNorm output norms with gains); a norm on the MLP's
   hidden units (BitNet) outside sequential pre-LN blocks;
+* a gain-free norm on the value heads (Gemma-4's v_norm): counted layer by layer only (measured at d 8, 2 blocks,
+  RoPE: 125 against the 165 the whole-model rules give with GL(v) per group; the layer's own O(v) count in their
+  place agrees without biases, with b_V, b_O or b_Q b_K alone and behind LayerNorms, but not with all four
+  biases behind RMSNorms: 131 measured against 129 at eps 0, not derived);
 * whatever a description records in `ModelSpec.not_modelled` (a config feature the mapping could not
   describe exactly: the key and why).
 """
@@ -42,6 +46,8 @@ def check_countable(spec) -> None:
     _check_latent(spec)
     _check_experts(spec)
     _check_norm_kinds(spec)
+    if any(x.attention.v_norm for x in spec.layer_specs):
+        raise SpecError("v_norm", "a gain-free norm on the value heads is counted layer by layer only")
     if spec.output_norms and spec.norm != "rmsnorm":
         raise SpecError("output_norms", "sublayer output norms are modelled for sequential pre-LN RMSNorm blocks only")
     if spec.norm_position == "post" and spec.final_norm:
