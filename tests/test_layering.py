@@ -21,13 +21,13 @@ SRC = ROOT / "src"
 
 # Lowest first. A module may import from its own layer and the layers before it, never from a later one.
 LAYERS = (
-    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.spec_variants", "attnid.spec",
-                          "attnid.counting_variants", "attnid.counting", "attnid.symbolic"]),
+    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.spec_gates", "attnid.spec_variants", "attnid.spec",
+                          "attnid.counting_gates", "attnid.counting_variants", "attnid.counting", "attnid.symbolic"]),
     ("model vocabulary and counts", True, ["attnid.model", "attnid.model.blocks", "attnid.model.spec",
                                            "attnid.model.counting", "attnid.model.counting.*"]),
     ("configs and run lists", True, ["attnid.hf", "attnid.hf.mapping", "attnid.hf.mapping.*", "attnid.hf.tables", "attnid.hf.refusals",
                                      "attnid.training.runs", "attnid.workflow_config"]),
-    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layout", "attnid.variants",
+    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layout", "attnid.variants", "attnid.differential",
                         "attnid.attention", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
                         "attnid.jacobian.*", "attnid.model.layout", "attnid.model.forward", "attnid.model.judge",
                         "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check",

@@ -163,6 +163,9 @@ class AttentionSpec:
     # none | element (each head's output times sigmoid(X W_G^h), W_G^h (d, v): Qwen3-Next) | head (times one
     # sigmoid(X w_G^h) per head and token, W_G (H, d): LFM3): attnid.spec_variants
     output_gate: str = "none"
+    gate_fn: str = "sigmoid"  # the output gate's function: sigmoid | softplus (Laguna): attnid.spec_gates
+    gate_bias: bool = False  # one bias per head inside the output gate (Beam)
+    diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -215,7 +218,7 @@ class AttentionSpec:
     @property
     def has_norm(self) -> bool:
         """Does the layer hold a norm (q/k norms, or MLA's latent norms), so that norm_eps matters?"""
-        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm
+        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm or self.diff_lambda_init > 0
 
     # Short names used in formulas.
     @property

@@ -18,6 +18,7 @@ import math
 from numbers import Integral, Real
 
 from .errors import SpecError
+from .spec_gates import GATE_DEFAULTS, GATE_LABEL, checked_gates, gated_block_shapes
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
 OUTPUT_GATES = ("none", "element", "head")
@@ -34,6 +35,7 @@ VARIANT_DEFAULTS = {
     "q_lora_rank": 0,
     "sub_norm": False,
     "output_gate": "none",
+    **GATE_DEFAULTS,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -48,6 +50,7 @@ VARIANT_LABEL = {
     "q_lora_rank": lambda v: f"q{v}",
     "sub_norm": lambda v: "subnorm",
     "output_gate": lambda v: f"gate{v}",
+    **GATE_LABEL,
 }
 
 
@@ -137,7 +140,7 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra["W_G"] = (H, spec.d_model, spec.d_head_v)
     if spec.output_gate == "head":
         extra["W_G"] = (H, spec.d_model)
-    return extra
+    return extra | gated_block_shapes(spec)
 
 
 def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:
