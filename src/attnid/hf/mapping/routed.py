@@ -261,9 +261,6 @@ REFUSED = {
     " routed experts",
     "hunyuan_v1_moe": "attention not counted: q/k RMSNorm after RoPE (HunYuanMoEV1Attention): the gain does not"
     " commute with the rotation",
-    "afmoe": "attention not counted: gated attention (AfmoeAttention), the output multiplied by sigmoid(x W_gate)",
-    "laguna": "attention not counted: gated attention (LagunaAttention, AfMoE's): the output is multiplied by a"
-    " softplus gate of x",
     "longcat_flash": "not yet mapped: shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per"
     " block, a mixture"
     " reading the first and writing after the second, with zero-computation (identity) experts",
