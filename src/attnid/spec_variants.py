@@ -119,6 +119,7 @@ def checked_variants(spec) -> dict:
             raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
         if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
             raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+    out |= checked_gates(spec)  # gate function, gate bias, differential attention (attnid.spec_gates)
     return out
 
 

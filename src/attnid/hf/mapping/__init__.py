@@ -30,6 +30,9 @@ does not map; NAME_MAPS = {model_type: names} writes its classes' parameters ont
     hybrid     Jamba, Bamba, Falcon-H1, LFM2, LFM3, Nemotron-H, RecurrentGemma, MiniMax, OLMo-hybrid, Lara-mini,
                Qwen3-Next, Qwen3.5 (+ text, MoE): their softmax-attention layers only (layers only)
     modernbert ModernBERT's decoder (per layer)
+    gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
+               per head, Beam's gate bias): their attention layers (layers only)
+    differential  DiffLlama: differential attention (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
