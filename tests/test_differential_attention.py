@@ -8,8 +8,6 @@ random shapes (MHA and GQA, every bias subset, RoPE, k > d), with eps 0 and eps 
 DiffLlamaAttention computes; the real module's Jacobian agrees with the count.
 """
 
-import random
-
 import pytest
 import torch
 
@@ -26,28 +24,21 @@ from attnid.jacobian import measure
 from attnid.layout import Layout
 from attnid.model.counting import count_model
 from attnid.spec import AttentionSpec
+from test_output_gate import random_shapes
 
 
-def random_shapes(seed: int, n: int) -> list[dict]:
-    """n small shapes: G even groups of r heads, value heads with 2 v <= d, any k (also > d), RoPE, any biases."""
-    rng = random.Random(seed)
-    shapes = []
-    while len(shapes) < n:
-        d, G, r = rng.randint(4, 7), 2 * rng.randint(1, 2), rng.randint(1, 2)
-        k = rng.randint(1, d + 1)
-        shapes.append(
-            {"d_model": d, "n_heads": G * r, "n_kv_heads": G, "d_head_qk": k, "d_head_v": rng.randint(1, d // 2),
-             "rope_dims": 2 * rng.randint(0, k // 2), "biases": "".join(b for b in "qkvo" if rng.random() < 0.5),
-             "causal": rng.random() < 0.7}
-        )  # fmt: skip
-    return shapes
+def differential(shape: dict) -> dict:
+    """A shape of tests/test_output_gate.py made one for differential attention: twice its groups (G even), two
+    more model dims, value heads with 2 v <= d."""
+    d, G, r = shape["d_model"] + 2, 2 * shape["n_kv_heads"], shape["n_heads"] // shape["n_kv_heads"]
+    return {**shape, "d_model": d, "n_heads": G * r, "n_kv_heads": G, "d_head_v": min(shape["d_head_v"], d // 2)}
 
 
 SHAPES = [
     {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 2, "rope_dims": 2, "biases": "qkvo", "causal": True},
     {"d_model": 6, "n_heads": 4, "n_kv_heads": 4, "d_head_qk": 7, "d_head_v": 2, "rope_dims": 2, "biases": "vo",
      "causal": True},
-] + random_shapes(seed=5, n=3)  # fmt: skip
+] + [differential(s) for s in random_shapes(seed=5, n=3)]  # fmt: skip
 
 
 @pytest.mark.parametrize("eps", [0.0, 1e-6])

@@ -59,11 +59,13 @@ def test_the_plain_rule_would_be_wrong_for_a_softplus_gate():
 
 
 def test_the_layer_computes_the_gate_it_names():
-    """A zero W_G gives softplus(b_G^h) (log 2 without a bias) or sigmoid(b_G^h) on every head's output."""
+    """With W_G zero, each head's output is scaled by softplus(b_G^h) or sigmoid(b_G^h), the gate it names."""
     x = torch.randn(2, 5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     plain = AttentionSpec(d_model=6, n_heads=2, biases="vo", causal=True)
-    for extra, fn in (({"gate_fn": "softplus"}, lambda b: math.log1p(math.exp(b))), ({}, lambda b: 1 / (1 + math.exp(-b)))):
-        spec = AttentionSpec(d_model=6, n_heads=2, biases="vo", causal=True, output_gate="element", gate_bias=True, **extra)
+    softplus, sigmoid = (lambda b: math.log1p(math.exp(b))), (lambda b: 1 / (1 + math.exp(-b)))
+    for extra, fn in (({"gate_fn": "softplus"}, softplus), ({}, sigmoid)):
+        gate = {"output_gate": "element", "gate_bias": True, **extra}
+        spec = AttentionSpec(d_model=6, n_heads=2, biases="vo", causal=True, **gate)
         w = Layout(spec).unflatten(Layout(spec).init(torch.Generator().manual_seed(0)))
         w["W_G"].zero_()
         scale = torch.tensor([fn(b) for b in w["b_G"].tolist()], dtype=torch.float64)
@@ -94,8 +96,10 @@ def test_each_type_maps_its_gate_rope_and_heads():
     assert (afmoe[0].output_gate, afmoe[0].gate_fn, afmoe[0].qk_norm) == ("element", "sigmoid", "rms_head")
     laguna = spec_of("laguna").attention  # the class's rope_parameters: full layers rotate half the head
     assert (laguna.output_gate, laguna.gate_fn, laguna.rope_dims, laguna.rope_base) == ("head", "softplus", 64, 5e5)
-    layered = spec_of("laguna", num_hidden_layers=2, layer_types=["full_attention", "sliding_attention"],
-                      num_attention_heads_per_layer=[48, 16], mlp_layer_types=["dense", "sparse"], gating="per-element")  # fmt: skip
+    layered = spec_of(
+        "laguna", num_hidden_layers=2, layer_types=["full_attention", "sliding_attention"],
+        num_attention_heads_per_layer=[48, 16], mlp_layer_types=["dense", "sparse"], gating="per-element",
+    )  # fmt: skip
     full, sliding = (x.attention for x in layered.layer_specs)
     assert (full.n_heads, sliding.n_heads, sliding.rope_dims, sliding.sliding_window) == (48, 16, 128, 512)
     assert full.output_gate == "element"

@@ -56,7 +56,8 @@ def _kinds(cfg: dict, mt: str, n_layers: int) -> list[str]:
         every = read_int(cfg, "global_attn_every_n_layers", default=4)
         return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layers)]
     if mt == "beam":  # BeamConfig.__post_init__: every sixth and the last full
-        return ["full_attention" if (i + 1) % 6 == 0 or i == n_layers - 1 else "sliding_attention" for i in range(n_layers)]
+        full = [(i + 1) % 6 == 0 or i == n_layers - 1 for i in range(n_layers)]
+        return ["full_attention" if f else "sliding_attention" for f in full]
     return ["full_attention"] * n_layers
 
 
@@ -100,11 +101,14 @@ def _gate(cfg: dict, mt: str) -> dict:
 
 def _experts(cfg: dict, mt: str) -> MoESpec:
     """The routed blocks, described as closely as MoESpec allows (the whole model is not counted: module docstring)."""
-    common = {"n_experts": read_int(cfg, "num_experts"), "top_k": read_int(cfg, "num_experts_per_tok"),
-              "d_expert": read_int(cfg, "moe_intermediate_size"), "scoring": "sigmoid", "norm_topk_prob": True}  # fmt: skip
+    common = {
+        "n_experts": read_int(cfg, "num_experts"), "top_k": read_int(cfg, "num_experts_per_tok"),
+        "d_expert": read_int(cfg, "moe_intermediate_size"), "scoring": "sigmoid", "norm_topk_prob": True,
+    }  # fmt: skip
     if mt == "afmoe":
         rho = read_float(cfg, "route_scale", default=1.0, positive=True)
-        return MoESpec(**common, routed_scaling_factor=rho, n_shared=read_int(cfg, "num_shared_experts", default=2, minimum=0))
+        shared = read_int(cfg, "num_shared_experts", default=2, minimum=0)
+        return MoESpec(**common, routed_scaling_factor=rho, n_shared=shared)
     if mt == "laguna":
         rho = read_float(cfg, "moe_routed_scaling_factor", default=1.0, positive=True)
         width = read_int(cfg, "shared_expert_intermediate_size", default=512)
