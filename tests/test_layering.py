@@ -34,7 +34,7 @@ LAYERS = (
                         "attnid.hf.tiny", "attnid.hf.coverage", "attnid.training", "attnid.training.*", "attnid.gauge",
                         "attnid.gauge.*"]),
     ("report", True, ["attnid.report", "attnid.report.*"]),
-    ("entry points", False, ["attnid", "attnid.__main__", "attnid.cli", "attnid.provenance"]),
+    ("entry points", False, ["attnid", "attnid.__main__", "attnid.cli", "attnid.cli_flags", "attnid.provenance"]),
 )  # fmt: skip
 
 

@@ -44,50 +44,14 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass
 
 from . import __version__
 from .counting import count
 from .errors import SpecError
+from .cli_flags import SPEC_FLAGS, Flag
 from .spec import AttentionSpec
-from .spec_variants import QK_NORMS
 
 
-@dataclass(frozen=True)
-class Flag:
-    """One command-line flag: the spec field (or verify option) it sets, how argparse reads it, its help."""
-
-    dest: str  # the AttentionSpec field or the verify option
-    flag: str
-    type: type | None  # None: a switch (store_true)
-    default: object
-    help: str
-    group: str = ""  # an argparse group title ('' = the parser itself)
-
-
-VARIANTS = "modern variants (attnid.counting_variants)"
-SPEC_FLAGS = (
-    Flag("d_model", "--d-model", int, None, "model width d"),
-    Flag("n_heads", "--heads", int, None, "query heads H"),
-    Flag("n_kv_heads", "--kv-heads", int, None, "key/value groups G (default: heads; 1 = MQA)"),
-    Flag("d_head_qk", "--d-head", int, None, "query/key head size (default: d_model / heads)"),
-    Flag("d_head_v", "--d-head-v", int, None, "value head size (default: --d-head)"),
-    Flag("rope_dims", "--rope", str, "none", "RoPE: none, half, full, or N rotated dims per head (even)"),
-    Flag("rope_base", "--rope-base", float, 10000.0, "RoPE frequency base (default 10000)"),
-    Flag("biases", "--bias", str, "none", "biases present: 'none' or a subset of the letters qkvo"),
-    Flag("causal", "--causal", None, False, "causal mask"),
-    Flag("seq_len", "--seq-len", int, None, "positions per sequence T (default: long enough for the count)"),
-    Flag("qk_norm", "--qk-norm", str, "none", "q/k norm: " + " | ".join(QK_NORMS), VARIANTS),
-    Flag("norm_eps", "--norm-eps", float, 1e-6, "eps of the q/k or latent norms (0: exact)", VARIANTS),
-    Flag("sinks", "--sinks", None, False, "one learnable sink logit per head", VARIANTS),
-    Flag("softcap", "--softcap", float, 0.0, "logit softcap c: c tanh(s / c) (0: off)", VARIANTS),
-    Flag("sliding_window", "--window", int, 0, "sliding window in keys, causal (0: off)", VARIANTS),
-    Flag("alibi", "--alibi", None, False, "ALiBi position bias (no RoPE)", VARIANTS),
-    Flag("kv_lora_rank", "--kv-lora-rank", int, 0, "multi-head latent attention rank (0: off)", VARIANTS),
-    Flag("q_lora_rank", "--q-lora-rank", int, 0, "MLA query latent rank (0: full query)", VARIANTS),
-    Flag("sub_norm", "--sub-norm", None, False, "an RMSNorm with a gain across the heads' outputs (BitNet)", VARIANTS),
-    Flag("output_gate", "--output-gate", str, "none", "sigmoid gate on the heads' output: none | element | head", VARIANTS),
-)
 VERIFY_FLAGS = (
     Flag("seed", "--seed", int, 0, "seed of the random point and inputs (default 0)"),
     Flag("oversample", "--oversample", float, None, "Jacobian rows over the need, >= 1 (default 3 dense, 1.25 certificate)"),
