@@ -4,11 +4,11 @@ mapped by attnid.hf.mapping.gated (AfMoE, Laguna, Beam).
 A softplus gate (Laguna) or a bias per head inside a sigmoid gate (Beam) changes no count: the element gate still
 leaves of GL(v) per group only the diagonal and shows every value bias, the head gate still keeps GL(v) and shows
 each b_V^g W_O^h, and b_G is seen. Measured at random shapes (GQA, MQA, every bias subset, RoPE, value heads wider
-than d_model) against the Jacobian of this project's layer, and on the real modules of the three types.
+than d_model) against the Jacobian of this project's layer, and on the real Laguna and Beam modules (opt-in:
+`pytest -m selfcheck`; AfMoE's sigmoid element gate is Qwen3-Next's, checked in tests/test_hf_hybrid.py).
 """
 
 import math
-import time
 
 import pytest
 import torch
@@ -120,13 +120,11 @@ def test_the_gated_types_are_mapped_layers_only(mt):
     assert counted(mt)[0] == "layers only"
 
 
-@pytest.mark.slow
+@pytest.mark.selfcheck  # tens of seconds: opt-in (pytest -m selfcheck)
 @pytest.mark.parametrize("mt", ["laguna", "beam"])  # a softplus gate per head; a sigmoid gate with a bias per head
 def test_the_real_gated_modules_agree_with_the_count(mt):
     """Every distinct attention layer of the class's tiny model (Beam's NoPE layer with its query scaling too)."""
     torch.set_num_threads(1)
-    start = time.perf_counter()
     rows = check_config(default_config(mt), whole=False)
     for row in rows:
         assert row["verdict"] == "agree" and row["measured"] == row["count"] and row["P"] == row["P_spec"], row
-    assert time.perf_counter() - start < 120
