@@ -41,7 +41,9 @@ SHAPES = [
 ] + [differential(s) for s in random_shapes(seed=5, n=3)]  # fmt: skip
 
 
-@pytest.mark.parametrize("eps", [0.0, 1e-6])
+# eps > 0 at 1e-3: the weak scale directions' singular values scale with eps (at 1e-6 one sits 2.3 decades above
+# the rank tolerance, d8_h2_g2_k3_v4_bqv); every count is the same for any eps > 0
+@pytest.mark.parametrize("eps", [0.0, 1e-3])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: AttentionSpec(**s).label)
 def test_the_differential_count_is_the_measured_rank_deficiency(shape, eps):
     spec = AttentionSpec(**shape, diff_lambda_init=0.2, norm_eps=eps)
