@@ -5,7 +5,7 @@ form one value of width 2v read through a gain-free RMSNorm, which leaves O(2v) 
 the value bias, and scales each paired value (weakly for eps > 0: G/2); lambda = exp(l_q1 . l_k1) - exp(l_q2 . l_k2)
 + lambda_init leaves 4k - 1 of the four vectors free. Measured against the Jacobian of this project's layer at
 random shapes (MHA and GQA, every bias subset, RoPE, k > d), with eps 0 and eps > 0; the layer computes what
-DiffLlamaAttention computes; the real module's Jacobian agrees with the count (opt-in: `pytest -m selfcheck`).
+DiffLlamaAttention computes; the real module's Jacobian agrees with the count.
 """
 
 import pytest
@@ -122,7 +122,7 @@ def test_diffllama_is_mapped_layers_only():
     assert counted("diffllama")[0] == "layers only"
 
 
-@pytest.mark.selfcheck  # tens of seconds: opt-in (pytest -m selfcheck)
+@pytest.mark.slow  # about 5 s
 def test_the_real_diffllama_module_agrees_with_the_count():
     """The tiny DiffLlama of two layers, GQA and biases: each layer's Jacobian against the count."""
     torch.set_num_threads(1)
