@@ -21,13 +21,13 @@ SRC = ROOT / "src"
 
 # Lowest first. A module may import from its own layer and the layers before it, never from a later one.
 LAYERS = (
-    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.layer", "attnid.layer.spec_variants", "attnid.layer.spec",
-                          "attnid.layer.counting_variants", "attnid.layer.counting", "attnid.layer.symbolic"]),
+    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.layer", "attnid.layer.spec_gates", "attnid.layer.spec_variants", "attnid.layer.spec",
+                          "attnid.layer.counting_gates", "attnid.layer.counting_variants", "attnid.layer.counting", "attnid.layer.symbolic"]),
     ("model vocabulary and counts", True, ["attnid.model", "attnid.model.blocks", "attnid.model.spec",
                                            "attnid.model.counting", "attnid.model.counting.*"]),
     ("configs and run lists", True, ["attnid.hf", "attnid.hf.mapping", "attnid.hf.mapping.*", "attnid.hf.config_tables", "attnid.hf.refusals",
                                      "attnid.training.runs", "attnid.workflow_config"]),
-    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layer.layout", "attnid.layer.variants",
+    ("tensors", False, ["attnid.flat", "attnid.float64", "attnid.softmax", "attnid.device", "attnid.layer.layout", "attnid.layer.variants", "attnid.layer.differential",
                         "attnid.layer.forward", "attnid.symmetry", "attnid.symmetry.*", "attnid.jacobian",
                         "attnid.jacobian.*", "attnid.model.layout", "attnid.model.forward", "attnid.model.judge",
                         "attnid.model.real", "attnid.model.grid", "attnid.hf.modules", "attnid.hf.verify", "attnid.hf.check",

@@ -77,15 +77,12 @@ REASONS: dict[str, str] = {
     # multimodal rotary positions
     "cohere_compass_text": "M-RoPE: Cohere-2's layers with Qwen3-VL's interleaved multimodal rotary (mrope_section) per layer type",
     # softmax attention with a variant the count does not model
-    "afmoe": "attention not counted: a sigmoid output gate on every head (gate_proj) and RoPE in the sliding-window layers only; experts",
     "axk2": f"attention not counted: {_DSA} (DeepseekV32Attention); experts",
-    "beam": "attention not counted: a sigmoid output gate with a per-head bias (gate_proj, gate_bias); depth-scaled residual adds",
     "big_bird": "attention not counted: block-sparse attention (attention_type block_sparse: global, sliding and random blocks)",
     "bitnet": "attention not counted: an RMSNorm over the heads' concatenated outputs before o_proj (attn_sub_norm)",
     "cpmant": "attention not counted: a learned segment-aware relative position bias (CpmAntSegmentPositionEmbedding)",
     "deepseek_v32": f"attention not counted: {_DSA}",
     "deepseek_v4": "attention not counted: keys and values compressed over windows by learned gates (compress_rates) and a sparse indexer",
-    "diffllama": "attention not counted: differential attention (two softmax maps subtracted with a learned lambda, then a head norm)",
     "doge": "attention not counted: dynamic-mask attention (a mask from the values through dt_proj and A, top keep_window_size keys)",
     "dory": "attention not counted: normalised (nGPT-style) attention: L2-normalised q/k scaled by learned sqk, an output gate",
     "dots3_note": "attention not counted: latent attention with a per-head output gate (g_proj), a norm on the rotary key, an indexer",
@@ -101,7 +98,6 @@ REASONS: dict[str, str] = {
     "inkling2_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",
     "inkling_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",
     "jetmoe": "attention not counted: a mixture of attention experts (JetMoeMoA: query and output projections routed per token)",
-    "laguna": "attention not counted: a softplus output gate per head or per channel (g_proj), head counts per layer",
     "ministral3": "attention not counted: queries scaled by a position-dependent factor (rope_parameters.llama_4_scaling_beta, 0.1)",
     "nanochat": "attention not counted: gain-free per-head q/k RMSNorm (NanoChatRMSNorm); ReLU-squared MLP, final logit softcapping",
     "prophetnet": "attention not counted: n-gram self-attention (main and predicting streams, learned relative position buckets)",

@@ -129,6 +129,8 @@ def tiny_config(cfg: dict) -> dict:
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
         if isinstance(value, list) and len(value) == n_layers:
             tiny[key] = [value[i] for i in kept]
+    if isinstance(tiny.get("num_attention_heads_per_layer"), list):  # Laguna's head count per layer: the tiny one
+        tiny["num_attention_heads_per_layer"] = [H] * len(kept)
     if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
         kinds = ["local" if spec.layer_specs[i].attention.sliding_window else "global" for i in kept]
         tiny["attention_types"] = [[[kind], 1] for kind in kinds]

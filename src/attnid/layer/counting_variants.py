@@ -62,12 +62,15 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     all heads: C^* per plane, p; value-output per head: H v^2; scaling each down-projection:
     weakly identified (exact for eps = 0): 1 + [r_q > 0].
 
+Gate functions, gate biases and differential attention: `attnid.layer.counting_gates`.
+
 Each number is measured by the Jacobian of this project's layer and of the real `transformers`
 module (`attnid.hf.verify`).
 """
 
 from __future__ import annotations
 
+from .counting_gates import differential_breakdown
 from .spec import AttentionSpec
 
 
@@ -98,6 +101,8 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
     if spec.output_gate == "element":
         out["value_output"], out["value_bias"] = G * v, 0
     scale = 0
+    if spec.diff_lambda_init:  # differential attention (attnid.layer.counting_gates)
+        out, scale = differential_breakdown(spec, out)
     if spec.sub_norm:
         out["value_output"] = G * (v * (v - 1) // 2) + H * v
         out["value_bias"] = 0

@@ -26,6 +26,7 @@ import math
 import torch
 from torch import nn
 
+from .differential import differential_heads
 from .layout import Layout
 from .spec import AttentionSpec
 from .spec_variants import QK_NORMS_AFTER_ROPE
@@ -131,7 +132,8 @@ def attention(
     if spec.causal and not last_only:
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
-    heads = attention_weights(scores, w, spec) @ v  # (B, H, T, v): softmax, with sinks if any
+    weights = attention_weights(scores, w, spec)  # (B, H, T, T): softmax, with sinks if any
+    heads = differential_heads(weights, v, w, spec) if spec.diff_lambda_init else weights @ v  # (B, H, T, v)
     heads = normalize_heads(heads, w, spec)  # BitNet's norm across the heads' outputs
     heads = gate_heads(heads, x, w, spec)  # a sigmoid gate of x on the heads' outputs (Qwen3-Next, LFM3)
     y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)

@@ -168,6 +168,9 @@ class AttentionSpec:
     # queries at index i times 1 + temperature_scale log(1 + floor((i + 1) / temperature_floor)) (Llama-4's NoPE layers)
     temperature_floor: int = 0  # 0 = off
     temperature_scale: float = 0.1
+    gate_fn: str = "sigmoid"  # the output gate's function: sigmoid | softplus (Laguna): attnid.layer.spec_gates
+    gate_bias: bool = False  # one bias per head inside the output gate (Beam)
+    diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -220,7 +223,7 @@ class AttentionSpec:
     @property
     def has_norm(self) -> bool:
         """Does the layer hold a norm (q/k norms, or MLA's latent norms), so that norm_eps matters?"""
-        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm or self.v_norm
+        return self.qk_norm != "none" or self.kv_lora_rank > 0 or self.sub_norm or self.v_norm or self.diff_lambda_init > 0
 
     # Short names used in formulas.
     @property

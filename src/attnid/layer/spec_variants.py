@@ -20,6 +20,7 @@ import math
 from numbers import Integral, Real
 
 from ..errors import SpecError
+from .spec_gates import GATE_DEFAULTS, GATE_LABEL, checked_gates, gated_block_shapes
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
 OUTPUT_GATES = ("none", "element", "head")
@@ -40,6 +41,7 @@ VARIANT_DEFAULTS = {
     "attention_chunk": 0,
     "temperature_floor": 0,
     "temperature_scale": 0.1,
+    **GATE_DEFAULTS,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -58,6 +60,7 @@ VARIANT_LABEL = {
     "attention_chunk": lambda v: f"chunk{v}",
     "temperature_floor": lambda v: f"temp{v}",
     "temperature_scale": lambda v: f"tscale{v:g}",
+    **GATE_LABEL,
 }
 
 
@@ -127,6 +130,7 @@ def checked_variants(spec) -> dict:
             raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
         if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
             raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+    out |= checked_gates(spec)  # gate function, gate bias, differential attention (attnid.layer.spec_gates)
     return out
 
 
@@ -189,7 +193,7 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra["W_G"] = (H, spec.d_model, spec.d_head_v)
     if spec.output_gate == "head":
         extra["W_G"] = (H, spec.d_model)
-    return extra
+    return extra | gated_block_shapes(spec)
 
 
 def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:

@@ -27,7 +27,8 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       before W_O (BitNet's attn_sub_norm).
     gate_heads        output_gate: each head's output times sigmoid(X W_G^h) per element (element, W_G (H, d, v):
                       Qwen3-Next's gate rows of q_proj) or times sigmoid(X w_G^h), one per head (head, W_G (H, d):
-                      LFM3's g_proj), before W_O.
+                      LFM3's g_proj), before W_O; softplus in place of sigmoid (gate_fn, Laguna), a bias per head
+                      inside it (gate_bias, Beam). Differential attention: attnid.layer.differential.
 """
 
 from __future__ import annotations
@@ -147,9 +148,16 @@ def normalize_heads(heads: torch.Tensor, w: dict, spec) -> torch.Tensor:
 
 
 def gate_heads(heads: torch.Tensor, x: torch.Tensor, w: dict, spec) -> torch.Tensor:
-    """The heads' outputs (B, H, T, v) times the spec's sigmoid output gate of x (B, T, d) (identity without it)."""
+    """The heads' outputs (B, H, T, v) times the spec's output gate of x (B, T, d) (identity without it): its
+    gate_fn (sigmoid or softplus) of x W_G^h, plus b_G^h with a gate bias."""
+    if spec.output_gate == "none":
+        return heads
+    x = x[:, -heads.shape[2] :]
     if spec.output_gate == "element":
-        return heads * torch.sigmoid(torch.einsum("btd,hdv->bhtv", x[:, -heads.shape[2] :], w["W_G"]))
-    if spec.output_gate == "head":
-        return heads * torch.sigmoid(torch.einsum("btd,hd->bht", x[:, -heads.shape[2] :], w["W_G"]))[..., None]
-    return heads
+        logits = torch.einsum("btd,hdv->bhtv", x, w["W_G"])  # (B, H, T, v)
+    else:
+        logits = torch.einsum("btd,hd->bht", x, w["W_G"])[..., None]  # (B, H, T, 1)
+    if "b_G" in w:
+        logits = logits + w["b_G"][:, None, None]
+    gate = torch.nn.functional.softplus(logits) if spec.gate_fn == "softplus" else torch.sigmoid(logits)
+    return heads * gate

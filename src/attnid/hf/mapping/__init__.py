@@ -34,6 +34,9 @@ it comes from. Adding a family is one module here (and its tests):
     hybrid     Jamba, Bamba, Falcon-H1, LFM2, LFM3, Nemotron-H, RecurrentGemma, MiniMax, OLMo-hybrid, Lara-mini,
                Qwen3-Next, Qwen3.5 (+ text, MoE): their softmax-attention layers only (layers only)
     modernbert ModernBERT's decoder (per layer)
+    gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
+               per head, Beam's gate bias): their attention layers (layers only)
+    differential  DiffLlama: differential attention (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

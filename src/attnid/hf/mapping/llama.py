@@ -268,8 +268,6 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 MAPPERS = dict.fromkeys(MODEL_TYPES, llama_family)
 # Relatives of the family that the description does not hold (examined in their modular files).
 REFUSED = {
-    "diffllama": "attention not counted: differential attention: two softmaxes per head, subtracted with a learned"
-    " lambda",
     "dory": "attention not counted: a normalised stream updated by learned interpolation rates (lambda_1, lambda_2),"
     " a gated and rescaled"
     " attention output, learned per-token logit scales",

@@ -288,9 +288,6 @@ NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
     " routed experts",
-    "afmoe": "attention not counted: gated attention (AfmoeAttention), the output multiplied by sigmoid(x W_gate)",
-    "laguna": "attention not counted: gated attention (LagunaAttention, AfMoE's): the output is multiplied by a"
-    " softplus gate of x",
     "longcat_flash": "not yet mapped: shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per"
     " block, a mixture"
     " reading the first and writing after the second, with zero-computation (identity) experts",
