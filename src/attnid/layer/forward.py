@@ -123,9 +123,10 @@ def attention(
     if after_rope:
         q, k = normalize_qk(q, k, w, spec)
     q, v = temper_queries(q, spec, T), normalize_values(v, spec)  # Llama-4's query temperature, Gemma-4's v_norm
-    if spec.group_size > 1:  # GQA: each query head reads its group's key/value (MHA: no copy, no scatter back)
-        groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
-        k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)
+    groups = torch.arange(spec.n_heads, device=x.device) // spec.group_size  # (H,) KV group of each head
+    # share each group's key/value; also under MHA, where the gather is a copy: skipping it changes the strides the
+    # score product sees and moves rounding-level results (the symmetry checks' plain-gradient overlaps)
+    k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)
 
     scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, T)
     scores = adjust_scores(scores, spec)  # softcapping, ALiBi, sliding window
