@@ -209,13 +209,13 @@ def test_a_real_class_without_a_name_map_gets_a_one_sided_certificate_row(monkey
     """A class whose parameter names have no map gets the Jacobian's side only (the row says why) instead of
     stopping the whole-model grid; DeepSeek's routed experts have their map and a two-sided row."""
     from attnid.errors import SpecError
-    from attnid.gauge import certificate, names
+    from attnid.gauge import certificate, name_map
     from attnid.gauge.cases import tiny_spec
 
     def unmapped(spec, cfg):
         raise SpecError("model_type", f"{cfg['model_type']!r}: no name map between its class and the layout is written")
 
-    monkeypatch.setattr(names, "name_map", unmapped)
+    monkeypatch.setattr(name_map, "name_map", unmapped)
     row = certificate.real_certificate("deepseek_v3_moe", tiny_spec("deepseek_v3_moe"), None, None, 1.0)
     assert row["two_sided"] is False and row["generators_agree"] is None
     assert row["generators_note"].startswith("not written: model_type:")
