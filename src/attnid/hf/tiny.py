@@ -124,6 +124,12 @@ def tiny_config(cfg: dict) -> dict:
         tiny.update(TINY_LAYERS[mt](cfg, mt))
         _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
         return tiny
+    _shrink_layers(tiny, cfg, defaults, spec, H)
+    return _data_limited_table(tiny, spec)
+
+
+def _shrink_layers(tiny: dict, cfg: dict, defaults: dict, spec, H: int) -> None:
+    """The tiny model's layers (`_layers_kept`), their per-layer lists, embeddings and position table, in place."""
     n_layers = spec.n_layers
     kept = _layers_kept(cfg, n_layers, spec)
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
@@ -148,7 +154,6 @@ def tiny_config(cfg: dict) -> dict:
     _set(tiny, defaults, POSITION_KEYS, SEQ_LEN + unread if spec.positions == "learned" else POSITIONS)
     if unread:
         tiny[PAD_READS_POSITIONS] = True  # the real class keeps its pad token id (attnid.model.real.real_config)
-    return _data_limited_table(tiny, spec)
 
 
 def _data_limited_table(tiny: dict, spec) -> dict:

@@ -36,7 +36,7 @@ it comes from. Adding a family is one module here (and its tests):
     modernbert ModernBERT's decoder (per layer)
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
-    differential  DiffLlama: differential attention (layers only)
+    diffllama  DiffLlama: differential attention (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
