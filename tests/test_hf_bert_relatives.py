@@ -104,7 +104,7 @@ def test_roberta_logits_are_the_own_function_with_the_pad_row(pad):
     assert float((ours - theirs).abs().max() / theirs.abs().max()) < 1e-10
 
 
-@pytest.mark.slow
+@pytest.mark.selfcheck  # the full Jacobian, about 50 s each; the default run self-checks roberta sketched
 @pytest.mark.parametrize("pad", [1, 3])
 def test_roberta_measures_the_pad_row_count_not_berts(pad):
     """Count = the real class's Jacobian rank deficiency at two padding_idx (405 + 6 weak with 3: rows 0..2 of the
