@@ -195,10 +195,10 @@ def test_every_supported_model_type_has_a_stored_config_or_maps_its_class_defaul
 
 
 def test_legacy_and_modern_falcon_keys_map_alike():
-    from attnid.hf.modules import _modern_keys
+    from attnid.hf.mapping import class_config
 
     for name in ("falcon_7b", "falcon_40b"):
         legacy = stored_config(name)
-        modern = _modern_keys(legacy)
+        modern = class_config(legacy)
         assert modern["model_type"] == "falcon" and "n_head" not in modern
         assert model_spec(modern) == model_spec(legacy)

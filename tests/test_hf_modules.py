@@ -81,3 +81,19 @@ def test_keep_float64_turns_every_downcast_into_float64():
         ]
     assert all(o.dtype == torch.float64 for o in outs)
     assert torch.equal(outs[1], x)  # no rounding on the way
+
+
+def test_every_family_names_a_real_attention_class_of_a_mapped_type():
+    """REAL_ATTENTION (one entry per type, in its family's module): the class and rotary exist in the installed
+    `transformers`, the type is mapped, and a type without one is refused by name rather than built wrongly."""
+    import importlib
+
+    from attnid.hf.mapping import MAPPERS, REAL_ATTENTION
+
+    assert len(REAL_ATTENTION) >= 21
+    for mt, real in REAL_ATTENTION.items():
+        assert mt in MAPPERS, mt
+        lib = importlib.import_module(f"transformers.models.{real.package}.modeling_{real.package}")
+        assert hasattr(lib, real.attention) and (real.rotary is None or hasattr(lib, real.rotary)), mt
+    with pytest.raises(ValueError, match="no real module known for 'opt'"):
+        build_module({**stored_config("llama3_8b"), "model_type": "opt"})

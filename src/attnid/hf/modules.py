@@ -28,104 +28,51 @@ import torch
 
 from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64
-from .mapping import model_spec
-
-# model_type -> (modeling module, attention class, rotary class or None)
-MODULES = {
-    "llama": ("llama", "LlamaAttention", "LlamaRotaryEmbedding"),
-    "mistral": ("mistral", "MistralAttention", "MistralRotaryEmbedding"),
-    "mixtral": ("mixtral", "MixtralAttention", "MixtralRotaryEmbedding"),
-    "qwen2": ("qwen2", "Qwen2Attention", "Qwen2RotaryEmbedding"),
-    "qwen3": ("qwen3", "Qwen3Attention", "Qwen3RotaryEmbedding"),
-    "qwen3_moe": ("qwen3_moe", "Qwen3MoeAttention", "Qwen3MoeRotaryEmbedding"),
-    "gemma": ("gemma", "GemmaAttention", "GemmaRotaryEmbedding"),
-    "gemma2": ("gemma2", "Gemma2Attention", "Gemma2RotaryEmbedding"),
-    "gemma3_text": ("gemma3", "Gemma3Attention", "Gemma3RotaryEmbedding"),
-    "olmo2": ("olmo2", "Olmo2Attention", "Olmo2RotaryEmbedding"),
-    "phi": ("phi", "PhiAttention", "PhiRotaryEmbedding"),
-    "phi3": ("phi3", "Phi3Attention", "Phi3RotaryEmbedding"),
-    "gpt_oss": ("gpt_oss", "GptOssAttention", "GptOssRotaryEmbedding"),
-    "deepseek_v2": ("deepseek_v2", "DeepseekV2Attention", "DeepseekV2RotaryEmbedding"),
-    "deepseek_v3": ("deepseek_v3", "DeepseekV3Attention", "DeepseekV3RotaryEmbedding"),
-    "gpt2": ("gpt2", "GPT2Attention", None),
-    "gptj": ("gptj", "GPTJAttention", "GPTJRotaryEmbedding"),
-    "gpt_neox": ("gpt_neox", "GPTNeoXAttention", "GPTNeoXRotaryEmbedding"),
-    "falcon": ("falcon", "FalconAttention", "FalconRotaryEmbedding"),
-    "bloom": ("bloom", "BloomAttention", None),
-    "bert": ("bert", "BertAttention", None),
-}
-
-
-def _modern_keys(cfg: dict) -> dict:
-    """Legacy Falcon (RefinedWeb) keys -> the keys FalconConfig reads (it ignores the old ones)."""
-    mt = cfg.get("model_type")
-    if mt not in ("RefinedWeb", "RefinedWebModel"):
-        return dict(cfg)
-    out = {k: v for k, v in cfg.items() if k not in ("n_head", "n_layer", "n_head_kv", "n_embed")}
-    out["model_type"] = "falcon"
-    out["hidden_size"] = cfg.get("hidden_size", cfg.get("n_embed"))
-    out["num_attention_heads"] = cfg.get("num_attention_heads", cfg["n_head"])
-    out["num_hidden_layers"] = cfg.get("num_hidden_layers", cfg["n_layer"])
-    new_arch = bool(cfg.get("new_decoder_architecture", mt == "RefinedWeb"))
-    out["new_decoder_architecture"] = new_arch
-    if new_arch:
-        out["num_kv_heads"] = cfg.get("num_kv_heads", cfg.get("n_head_kv", out["num_attention_heads"]))
-    return out
-
+from .mapping import REAL_ATTENTION, class_config, model_spec
+from .mapping.real_attention import RealAttention
 
 def shrink(cfg: dict, d_model: int = 16, n_heads: int = 4, head_dim: int | None = None, window: int = 3) -> dict:
     """A small config with the flags of `cfg`: d_model, heads, KV heads (MHA stays MHA, MQA stays MQA, GQA -> 2
     groups), head size (one that differs from d_model / heads stays different), partial rotary -> half the head,
-    sliding windows -> `window`, latent ranks -> 8, two layers, a small vocabulary."""
-    cfg = _modern_keys({k: v for k, v in cfg.items() if not k.startswith("_")})
-    if isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", "gemma3_text")}
-    if cfg.get("model_type") == "gemma3":
-        cfg["model_type"] = "gemma3_text"
+    sliding windows -> `window`, two layers, a small vocabulary; the family's own edits (its RealAttention's
+    shrink: latent ranks -> 8, Falcon's KV-head key, GPT-2's position table)."""
+    cfg = class_config(cfg)
     spec = model_spec(cfg).layer_specs[0].attention
-    mt = cfg["model_type"]
+    real = real_attention(cfg)
     partial = 0 < spec.rope_dims < spec.d_head_qk and spec.kv_lora_rank == 0
-    fused = mt in ("gpt2", "gptj", "gpt_neox", "phi", "falcon", "bloom", "bert")  # head size must be d / H
     H = 2 if partial else n_heads  # partial rotary: head 8 of d 16, half of it rotated
     G = 1 if spec.n_kv_heads == 1 else (H if spec.n_kv_heads == spec.n_heads else 2)
-    k = head_dim or (d_model // H if fused or spec.d_head_qk * spec.n_heads == spec.d_model else d_model // H + 2)
+    k = head_dim or (d_model // H if real.fused or spec.d_head_qk * spec.n_heads == spec.d_model else d_model // H + 2)
     out = dict(cfg)
     out.update(vocab_size=32, max_position_embeddings=4096, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    d_key = "n_embd" if mt in ("gpt2", "gptj") else "hidden_size"
-    h_key = {"gpt2": "n_head", "gptj": "n_head", "bloom": "n_head"}.get(mt, "num_attention_heads")
-    out[d_key], out[h_key] = d_model, H
-    layers_key = {"gpt2": "n_layer", "gptj": "n_layer", "bloom": "n_layer"}.get(mt, "num_hidden_layers")
-    out[layers_key] = 2
+    width_key, heads_key, layers_key = real.keys
+    out[width_key], out[heads_key], out[layers_key] = d_model, H, 2
     if "layer_types" in out:
         out["layer_types"] = list(out["layer_types"][:2])
-    if mt in ("gpt2", "gptj"):
-        out["n_positions"] = 4096
-    if "num_key_value_heads" in cfg or not fused:
+    if "num_key_value_heads" in cfg or not real.fused:
         out["num_key_value_heads"] = G
-    if mt == "falcon" and out.get("new_decoder_architecture"):
-        out["num_kv_heads"] = G
-    if not fused:
+    if not real.fused:
         out["head_dim"] = k
     if partial:
-        if mt == "gptj":
-            out["rotary_dim"] = k // 2
-        else:  # GPT-NeoX reads rotary_pct, the others partial_rotary_factor
-            out["rotary_pct" if mt == "gpt_neox" else "partial_rotary_factor"] = 0.5
-            if isinstance(out.get("rope_parameters"), dict):
-                out["rope_parameters"] = {**out["rope_parameters"], "partial_rotary_factor": 0.5}
+        real.partial_rotary(out, k)
     for key in ("intermediate_size", "moe_intermediate_size", "ffn_hidden_size", "n_inner"):
         if out.get(key):
             out[key] = 2 * d_model
     if out.get("sliding_window"):
         out["sliding_window"] = window
-    if mt.startswith("deepseek"):
-        out.update(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4)
-        out["q_lora_rank"] = 8 if cfg.get("q_lora_rank") else None
-        out.pop("head_dim", None)
-        out.update(n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1)
+    if real.shrink is not None:
+        real.shrink(out, cfg, G)
     if out.get("num_local_experts"):
         out.update(num_local_experts=2, num_experts_per_tok=1)
     return out
+
+
+def real_attention(cfg: dict) -> RealAttention:
+    """The RealAttention of a (class-keyed) config's model type, or a ValueError naming it."""
+    mt = cfg["model_type"]
+    if mt not in REAL_ATTENTION:
+        raise ValueError(f"model_type: no real module known for {mt!r}")
+    return REAL_ATTENTION[mt]
 
 
 @dataclass
@@ -175,17 +122,14 @@ def build_module(cfg: dict, seed: int = 0, layer: int = 0, stride: int = 37, eps
     Biases and norm gains are drawn like weights (a zero or unit default is not a generic point);
     `eps` overrides the norm epsilon of the config (0 makes the scale symmetries exact).
     """
-    cfg = _modern_keys(cfg)
-    mt = cfg["model_type"]
-    if mt not in MODULES:
-        raise ValueError(f"model_type: no real module known for {mt!r}")
-    package, attn_name, rotary_name = MODULES[mt]
-    lib = importlib.import_module(f"transformers.models.{package}.modeling_{package}")
+    cfg = class_config(cfg)
+    real = real_attention(cfg)
+    lib = importlib.import_module(f"transformers.models.{real.package}.modeling_{real.package}")
     config = _config_object(cfg, eps)
-    cls = getattr(lib, attn_name)
+    cls = getattr(lib, real.attention)
     accepted = inspect.signature(cls.__init__).parameters
     module = cls(config, layer_idx=layer) if "layer_idx" in accepted else cls(config)
-    if mt == "bert":
+    if real.attention_block_only:
         module.output.LayerNorm = torch.nn.Identity()  # the attention block alone: dense(context) + residual
     module = module.to(DTYPE).eval()
     if eps is not None:  # also the norms whose eps is fixed in code (DeepSeek's latent RMSNorms)
@@ -206,19 +150,19 @@ def build_module(cfg: dict, seed: int = 0, layer: int = 0, stride: int = 37, eps
         values.append(sample.reshape(-1))
     theta = torch.cat(values)
     layer_type = (getattr(config, "layer_types", None) or ["full_attention"] * (layer + 1))[layer]
-    extras = _extras(mt, lib, rotary_name, config, module, stride, layer_type)
-    return RealModule(mt, config, module, names, shapes, theta, extras)
+    extras = _extras(real, lib, config, module, stride, layer_type)
+    return RealModule(cfg["model_type"], config, module, names, shapes, theta, extras)
 
 
-def _extras(mt, lib, rotary_name, config, module, stride, layer_type) -> dict:
+def _extras(real: RealAttention, lib, config, module, stride, layer_type) -> dict:
     """Keyword arguments the model would pass its attention module: position embeddings, mask, ALiBi."""
     from transformers import masking_utils
 
     params = inspect.signature(module.forward).parameters
     extras = {}
-    causal = mt != "bert"
+    causal = real.causal
     window = getattr(module, "sliding_window", None)
-    if mt in ("mistral", "mixtral", "phi3", "qwen2") and getattr(config, "sliding_window", None):
+    if real.window_from_config and getattr(config, "sliding_window", None):
         window = window or config.sliding_window
 
     def mask(x):
@@ -234,8 +178,8 @@ def _extras(mt, lib, rotary_name, config, module, stride, layer_type) -> dict:
             return make(config, x, None, None, allow_is_causal_skip=False)
 
     extras["attention_mask"] = mask
-    if rotary_name is not None and "position_embeddings" in params:
-        rotary = getattr(lib, rotary_name)(config).to(DTYPE)
+    if real.rotary is not None and "position_embeddings" in params:
+        rotary = getattr(lib, real.rotary)(config).to(DTYPE)
         takes_type = "layer_type" in inspect.signature(rotary.forward).parameters
 
         def position_embeddings(x):
@@ -247,7 +191,7 @@ def _extras(mt, lib, rotary_name, config, module, stride, layer_type) -> dict:
     if "alibi" in params:
 
         def alibi(x):
-            if mt == "falcon" and not config.alibi:
+            if not getattr(config, "alibi", True):  # Falcon without ALiBi
                 return None
             B, T, _ = x.shape
             with KeepFloat64():
@@ -256,6 +200,6 @@ def _extras(mt, lib, rotary_name, config, module, stride, layer_type) -> dict:
         extras["alibi"] = alibi
     if "residual" in params:
         extras["residual"] = torch.zeros_like
-    if "position_ids" in params and mt == "falcon":
+    if "position_ids" in params:  # Falcon's
         extras["position_ids"] = lambda x: (torch.arange(x.shape[1]) * stride)[None].expand(x.shape[0], -1)
     return extras

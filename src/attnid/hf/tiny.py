@@ -14,7 +14,7 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
+from .mapping import TINY_LAYERS, class_config, model_spec, model_type, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
@@ -70,11 +70,8 @@ def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
 
 def tiny_config(cfg: dict) -> dict:
     """The config shrunk to the self-check's size, with the same flags (module docstring)."""
-    from .modules import _modern_keys
-
     mt = model_type(cfg)
-    cfg = _modern_keys({k: v for k, v in text_config(cfg).items() if not k.startswith("_")})
-    cfg["model_type"] = "gemma3_text" if mt == "gemma3_text" else cfg["model_type"]
+    cfg = class_config(cfg)
     spec = model_spec(cfg)
     defaults = _class_defaults(cfg["model_type"])
     tiny = copy.deepcopy(cfg)

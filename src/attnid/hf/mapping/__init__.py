@@ -7,7 +7,9 @@ of its family (every module here that defines MAPPERS = {model_type: mapper}; a 
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
 does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
 `.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
-{model_type: keys} fills what a config class leaves None though its model class needs it), each fact with where
+{model_type: keys} fills what a config class leaves None though its model class needs it; CLASS_KEYS =
+{model_type: rewrite} turns a legacy config's keys into those its config class reads; REAL_ATTENTION =
+{model_type: RealAttention} names the attention class the module-level check builds), each fact with where
 it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
@@ -81,6 +83,8 @@ MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
+CLASS_KEYS = _family_mappers("CLASS_KEYS")  # legacy model_type -> its keys rewritten as its config class reads them
+REAL_ATTENTION = _family_mappers("REAL_ATTENTION")  # model_type -> its attention class (`.real_attention`)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -106,6 +110,17 @@ def text_config(cfg: dict) -> dict:
     """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`."""
     if isinstance(cfg.get("text_config"), dict):
         return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+    return cfg
+
+
+def class_config(cfg: dict) -> dict:
+    """The keys the `transformers` config class reads: the text model's (gemma3 -> gemma3_text), a legacy config's
+    rewritten (CLASS_KEYS: Falcon's RefinedWeb keys), private ("_...") keys dropped."""
+    mt = model_type(cfg)
+    cfg = {k: v for k, v in text_config(cfg).items() if not k.startswith("_")}
+    cfg = CLASS_KEYS[mt](cfg) if mt in CLASS_KEYS else cfg
+    if mt == "gemma3_text":
+        cfg["model_type"] = mt
     return cfg
 
 

@@ -36,6 +36,7 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 from .names import attention_linear, linear, norm, rows, same
+from .real_attention import RealAttention
 
 ROBERTA = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm", "xlm-roberta-xl")
 MODEL_TYPES = ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA, "electra", "rembert", "roc_bert",
@@ -152,3 +153,7 @@ NAME_MAPS = dict.fromkeys(PREFIX, bert_names)
 # builds (`attnid.hf.coverage.default_config`): XmodModel raises without a language (lang_ids or default_language;
 # modeling_xmod.py), which XmodConfig leaves None: its one language, en_XX.
 DEFAULT_GAPS = {"xmod": {"default_language": "en_XX"}}
+
+# the attention module the module-level check builds (`.real_attention`): BertAttention also holds the block's
+# residual LayerNorm, which the check replaces by the identity (the attention block alone)
+REAL_ATTENTION = {"bert": RealAttention("bert", "BertAttention", fused=True, causal=False, attention_block_only=True)}

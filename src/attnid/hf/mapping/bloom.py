@@ -8,6 +8,7 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .keys import read_flag, read_float, read_int
 from .names import fused_per_head, head_names, mlp_linear, norm, same
+from .real_attention import RealAttention
 
 MODEL_TYPES = ("bloom",)
 
@@ -43,3 +44,6 @@ def bloom_names(spec, cfg: dict) -> list[tuple]:
 
 NAME_MAPS = {"bloom": bloom_names}
 
+
+# the attention module the module-level check builds (`.real_attention`): one fused query_key_value
+REAL_ATTENTION = {"bloom": RealAttention("bloom", "BloomAttention", keys=("hidden_size", "n_head", "n_layer"), fused=True)}

@@ -16,6 +16,7 @@ from ...layer.spec import AttentionSpec
 from .experts import experts
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, routed_layers
 from .names import expert_names, head_names, heads, linear, mlp_linear, norm, out_heads, rope_perm, same
+from .real_attention import llama_like
 
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "sarvam_mla")
 # a config class of its own over DeepSeek-V3's classes -> (the type whose classes build it, its class defaults that
@@ -114,3 +115,16 @@ def deepseek_names(spec, cfg: dict) -> list[tuple]:
 
 
 NAME_MAPS = dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla"), deepseek_names)
+
+def _shrink_latent(out: dict, cfg: dict, kv_groups: int) -> None:
+    """The module-level check's latent sizes: ranks 8, heads of 4 + 2 rotary dims, two experts."""
+    out.update(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4)
+    out["q_lora_rank"] = 8 if cfg.get("q_lora_rank") else None
+    out.pop("head_dim", None)
+    out.update(n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1)
+
+
+REAL_ATTENTION = {  # the attention module the module-level check builds (`.real_attention`)
+    "deepseek_v2": llama_like("deepseek_v2", "DeepseekV2", shrink=_shrink_latent),
+    "deepseek_v3": llama_like("deepseek_v3", "DeepseekV3", shrink=_shrink_latent),
+}

@@ -23,6 +23,7 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .keys import mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 from .names import head_names, norm, same
+from .real_attention import GPT2_KEYS, RealAttention, gpt2_positions
 
 MODEL_TYPES = ("gpt2", "gpt-sw3", "gpt_bigcode")
 NEO_LAYER_KINDS = ("global", "local")
@@ -112,3 +113,7 @@ def gpt2_names(spec, cfg: dict) -> list[tuple]:
 
 
 NAME_MAPS = {"gpt2": gpt2_names}
+
+
+# the attention module the module-level check builds (`.real_attention`): c_attn fuses q, k, v
+REAL_ATTENTION = {"gpt2": RealAttention("gpt2", "GPT2Attention", keys=GPT2_KEYS, fused=True, shrink=gpt2_positions)}

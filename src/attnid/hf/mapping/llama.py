@@ -68,6 +68,7 @@ from .keys import (
     rope,
 )
 from .names import attention_linear, expert_names, head_names, mlp_linear, norm, permuted, rope_perm, same
+from .real_attention import llama_like
 
 HEAD_DIM_DEFAULTS = {
     "gemma": 256, "gemma2": 256, "gemma3_text": 256, "vaultgemma": 256, "qwen3": 128, "gpt_oss": 64, "helium": 128,
@@ -309,3 +310,16 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
 
 
 NAME_MAPS = dict.fromkeys(MODEL_TYPES, llama_names)
+
+# the attention module of each type the module-level check builds (`.real_attention`); Mistral's, Mixtral's,
+# Qwen2's and Phi-3's read their sliding window from the config
+REAL_ATTENTION = {
+    **{mt: llama_like(mt, prefix) for mt, prefix in [
+        ("llama", "Llama"), ("qwen3", "Qwen3"), ("qwen3_moe", "Qwen3Moe"), ("gemma", "Gemma"), ("gemma2", "Gemma2"),
+        ("olmo2", "Olmo2"), ("gpt_oss", "GptOss"),
+    ]},
+    **{mt: llama_like(mt, prefix, window_from_config=True) for mt, prefix in [
+        ("mistral", "Mistral"), ("mixtral", "Mixtral"), ("qwen2", "Qwen2"), ("phi3", "Phi3"),
+    ]},
+    "gemma3_text": llama_like("gemma3", "Gemma3"),
+}  # fmt: skip

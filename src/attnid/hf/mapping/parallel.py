@@ -27,6 +27,7 @@ from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 from .names import fused_per_head, head_names, mlp_linear, norm, out_heads, rope_perm, same
+from .real_attention import GPT2_KEYS, RealAttention, gpt2_positions
 
 MODEL_TYPES = ("gptj", "codegen", "gpt_neox", "gpt_neox_japanese", "phi", "falcon", "RefinedWeb", "RefinedWebModel")
 
@@ -177,3 +178,36 @@ def falcon_names(spec, cfg: dict) -> list[tuple]:
 
 NAME_MAPS = {"gpt_neox": gpt_neox_names, "falcon": falcon_names}
 
+
+
+def _falcon_kv_heads(out: dict, cfg: dict, kv_groups: int) -> None:
+    """The new decoder architecture reads its KV heads from num_kv_heads."""
+    if out.get("new_decoder_architecture"):
+        out["num_kv_heads"] = kv_groups
+
+
+def falcon_class_keys(cfg: dict) -> dict:
+    """Legacy Falcon (RefinedWeb) keys -> the keys FalconConfig reads (it ignores the old ones)."""
+    mt = cfg["model_type"]
+    out = {k: v for k, v in cfg.items() if k not in ("n_head", "n_layer", "n_head_kv", "n_embed")}
+    out["model_type"] = "falcon"
+    out["hidden_size"] = cfg.get("hidden_size", cfg.get("n_embed"))
+    out["num_attention_heads"] = cfg.get("num_attention_heads", cfg["n_head"])
+    out["num_hidden_layers"] = cfg.get("num_hidden_layers", cfg["n_layer"])
+    new_arch = bool(cfg.get("new_decoder_architecture", mt == "RefinedWeb"))
+    out["new_decoder_architecture"] = new_arch
+    if new_arch:
+        out["num_kv_heads"] = cfg.get("num_kv_heads", cfg.get("n_head_kv", out["num_attention_heads"]))
+    return out
+
+
+CLASS_KEYS = dict.fromkeys(("RefinedWeb", "RefinedWebModel"), falcon_class_keys)
+
+# the attention module the module-level check builds (`.real_attention`): one fused query_key_value each
+REAL_ATTENTION = {
+    "gptj": RealAttention("gptj", "GPTJAttention", "GPTJRotaryEmbedding", keys=GPT2_KEYS, fused=True,
+                          rotary_key="rotary_dim", shrink=gpt2_positions),
+    "gpt_neox": RealAttention("gpt_neox", "GPTNeoXAttention", "GPTNeoXRotaryEmbedding", fused=True, rotary_key="rotary_pct"),
+    "phi": RealAttention("phi", "PhiAttention", "PhiRotaryEmbedding", fused=True),
+    "falcon": RealAttention("falcon", "FalconAttention", "FalconRotaryEmbedding", fused=True, shrink=_falcon_kv_heads),
+}  # fmt: skip
