@@ -189,8 +189,8 @@ def rows_update(point: Point, name: str, new_rows: torch.Tensor) -> torch.Tensor
         return out
     rows = point.writer_rows(name).shape[0]
     total = math.prod(shape[:-1]) if len(shape) > 1 else 1
-    if rows == total:
-        return new_rows.reshape(*new_rows.shape[:-2], *shape)
+    if rows == total:  # contiguous: new_rows may be an expanded view, whose stride-0 copies change later sums' order
+        return new_rows.reshape(*new_rows.shape[:-2], *shape).contiguous()
     out = torch.zeros(*new_rows.shape[:-2], total, shape[-1], dtype=DTYPE)
     out[..., :rows, :] = new_rows
     return out.reshape(*new_rows.shape[:-2], *shape)
