@@ -7,8 +7,10 @@ of its family (every module here that defines MAPPERS = {model_type: mapper}; a 
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
 does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
 `.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
-{model_type: keys} fills what a config class leaves None though its model class needs it), each fact with where
-it comes from. Adding a family is one module here (and its tests):
+{model_type: keys} fills what a config class leaves None though its model class needs it; DECODERS = {model_type: why}
+names the types whose causal LM is the decoder of an encoder-decoder config, which do not read is_encoder_decoder;
+DECODER_SECTIONS = {model_type: the section's model type} names composite configs whose causal LM is built from their
+`decoder` section), each fact with where it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -37,6 +39,8 @@ it comes from. Adding a family is one module here (and its tests):
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
     diffllama  DiffLlama: differential attention (layers only)
+    seq2seq    the decoders of encoder-decoder models: BART, mBART, PLBart, MVP, Blenderbot (+ small), BigBird-Pegasus,
+               Marian, Pegasus, TrOCR, Whisper, MusicGen (self- and cross-attention), MusicGen-Melody (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
@@ -81,6 +85,8 @@ MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
+DECODERS = _family_mappers("DECODERS")  # model_type -> why is_encoder_decoder is not read (`.seq2seq`)
+DECODER_SECTIONS = _family_mappers("DECODER_SECTIONS")  # model_type -> its `decoder` section's model type (MusicGen)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -103,7 +109,10 @@ def load_config(path) -> dict:
 
 
 def text_config(cfg: dict) -> dict:
-    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`."""
+    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`, MusicGen's
+    composite configs under `decoder` (DECODER_SECTIONS)."""
+    if cfg.get("model_type") in DECODER_SECTIONS and isinstance(cfg.get("decoder"), dict):
+        return {**cfg["decoder"], "model_type": DECODER_SECTIONS[cfg["model_type"]]}
     if isinstance(cfg.get("text_config"), dict):
         return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
     return cfg
@@ -112,7 +121,7 @@ def text_config(cfg: dict) -> dict:
 def model_type(cfg: dict) -> str:
     """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
     mt = read_str(text_config(cfg), "model_type")
-    mt = "gemma3_text" if mt == "gemma3" else mt
+    mt = "gemma3_text" if mt == "gemma3" else {section: t for t, section in DECODER_SECTIONS.items()}.get(mt, mt)
     if mt in REFUSED:
         raise SpecError("model_type", f"{mt!r} is not mapped: {REFUSED[mt]}")
     if mt not in MAPPERS:
@@ -125,7 +134,8 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     for a model without learned positions that names none; the class default for learned ones)."""
     mt = model_type(cfg)
     cfg = text_config(cfg)
-    refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
+    if mt not in DECODERS:
+        refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
     layers, fields = MAPPERS[mt](cfg, mt)
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     unread = fields.pop("unread_position_rows", 0)  # rows of the table no token of a full sequence reads
