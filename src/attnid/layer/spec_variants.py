@@ -148,7 +148,7 @@ def checked_cross(spec) -> dict:
         if spec.causal:
             raise SpecError("causal", "cross-attention has no causal mask: every query sees every encoder state")
         if spec.rope_dims:
-            raise SpecError("rope_dims", "cross-attention is modelled without RoPE (queries and keys share no positions)")
+            raise SpecError("rope_dims", "cross-attention is modelled without RoPE (queries, keys share no positions)")
         others = [n for n, v in VARIANT_DEFAULTS.items() if n not in ("d_cross", "norm_eps") and getattr(spec, n) != v]
         if others:
             raise SpecError(others[0], "cross-attention is modelled as plain attention (biases only), not with it")

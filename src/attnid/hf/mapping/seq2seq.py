@@ -10,18 +10,18 @@ with Gaussian encoder states as a free input. Both blocks carry the layer's MLP 
 not counted). Run as a causal LM without encoder states, each class skips encoder_attn (`if encoder_hidden_states
 is not None` in its DecoderLayer), so its parameters (and encoder_attn_layer_norm) then have no effect at all.
 
-    type              blocks (LayerNorm, eps 1e-5)                  decoder positions                     attention biases
-    bart              post-LN, layernorm_embedding                  learned, offset 2                     q, k, v, out
-    mbart             pre-LN, layernorm_embedding and a final norm  learned, offset 2                     q, k, v, out
-    plbart, mvp       post-LN, layernorm_embedding                  learned, offset 2                     q, k, v, out
-    blenderbot        pre-LN, a final layer_norm                    learned, no offset                    q, k, v, out
-    blenderbot-small  post-LN, layernorm_embedding                  learned, no offset                    q, k, v, out
-    bigbird_pegasus   pre-LN, a final norm (layernorm_embedding)    learned, no offset                    use_bias (false)
-    marian            post-LN                                       fixed sinusoidal                      q, k, v, out
-    pegasus           pre-LN, a final layer_norm                    fixed sinusoidal                      q, k, v, out
-    trocr             post-LN, layernorm_embedding (flag)           learned offset 2, or sinusoidal       q, k, v, out
-    whisper           pre-LN, a final layer_norm                    learned (max_target_positions)        q, v, out
-    musicgen          pre-LN, a final layer_norm                    fixed sinusoidal                      none
+    type              blocks (LayerNorm, eps 1e-5)                  decoder positions                 attention biases
+    bart              post-LN, layernorm_embedding                  learned, offset 2                 q, k, v, out
+    mbart             pre-LN, layernorm_embedding and a final norm  learned, offset 2                 q, k, v, out
+    plbart, mvp       post-LN, layernorm_embedding                  learned, offset 2                 q, k, v, out
+    blenderbot        pre-LN, a final layer_norm                    learned, no offset                q, k, v, out
+    blenderbot-small  post-LN, layernorm_embedding                  learned, no offset                q, k, v, out
+    bigbird_pegasus   pre-LN, a final norm (layernorm_embedding)    learned, no offset                use_bias (false)
+    marian            post-LN                                       fixed sinusoidal                  q, k, v, out
+    pegasus           pre-LN, a final layer_norm                    fixed sinusoidal                  q, k, v, out
+    trocr             post-LN, layernorm_embedding (flag)           learned offset 2, or sinusoidal   q, k, v, out
+    whisper           pre-LN, a final layer_norm                    learned (max_target_positions)    q, v, out
+    musicgen          pre-LN, a final layer_norm                    fixed sinusoidal                  none
 
 BigBird-Pegasus's decoder attention is full attention (BigBirdPegasusDecoderAttention; block-sparse attention is its
 encoder's). TrOCR's encoder_attn reads cross_attention_hidden_size (default d_model) wide states (its k_proj, v_proj:
@@ -42,6 +42,7 @@ import math
 from ...errors import SpecError
 from ...layer.spec import AttentionSpec
 from ...model.blocks import LayerSpec, MLPSpec
+from ...model.spec import PAD_READS_POSITIONS
 from .keys import mlp_kind, read_flag, read_int, read_str
 from .opt import POSITION_OFFSET, SINUSOIDAL_FLOAT64
 
@@ -141,22 +142,15 @@ def seq2seq_decoder(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 def tiny_layers(cfg: dict, mt: str) -> dict:
-    """The keys of the self-check's tiny model (attnid.hf.tiny): one decoder layer of two heads, a 16-wide MLP
-    (the encoder's sizes too, which the causal LM does not build), one MusicGen codebook, Whisper's position table
-    as long as a sequence of the whole-model check, TrOCR's encoder width 8 (d_model's) or 16 where it differs and its
-    pad id where its sinusoidal positions count from it, Marian's decoder vocabulary (decoder_vocab_size) the tiny one."""
-    from ...model.real import PAD_READS_POSITIONS, SEQ_LEN
-    from ..tiny import VOCAB
-
+    """The keys of the self-check's tiny model (attnid.hf.tiny, which also shrinks Whisper's max_target_positions and
+    Marian's decoder_vocab_size): one decoder layer of two heads, a 16-wide MLP (the encoder's sizes too, which the
+    causal LM does not build), one MusicGen codebook, TrOCR's encoder width 8 (d_model's) or 16 where it differs and
+    its pad id where its sinusoidal positions count from it."""
     if mt in MUSICGEN:
         return {"num_hidden_layers": 1, "num_attention_heads": 2, "ffn_dim": 16, "num_codebooks": 1}
     tiny = {"decoder_layers": 1, "decoder_attention_heads": 2, "decoder_ffn_dim": 16}
     if mt != "trocr":
         tiny |= {"encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 16}
-    if mt == "whisper":
-        tiny["max_target_positions"] = SEQ_LEN
-    if cfg.get("decoder_vocab_size") is not None:
-        tiny["decoder_vocab_size"] = VOCAB
     if mt == "trocr" and not read_flag(cfg, "use_learned_position_embeddings", True):
         tiny[PAD_READS_POSITIONS] = True  # TrOCRSinusoidalPositionalEmbedding counts positions from the pad id
     if mt == "trocr" and cfg.get("cross_attention_hidden_size") is not None:
