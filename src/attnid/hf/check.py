@@ -5,7 +5,8 @@ two to four heads, two layers, one of each kind where layers differ), the class 
 it (random float64 weights, eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
-  real model and called with the model's own masks and position embeddings on Gaussian inputs, against
+  real model and called with the model's own masks and position embeddings on Gaussian inputs (a decoder's
+  cross-attention, a spec with d_cross, also on Gaussian encoder states: a free input the model hands on), against
   `attnid.layer.counting.count` of its mapped spec at the tiny size;
 * the whole model: P - rank of the Jacobian of all logits (`attnid.model.grid.verify_case`) against
   `attnid.model.count_model` at the tiny size; by default each position's V logits are sketched to 2 info + 2
