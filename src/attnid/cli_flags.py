@@ -50,6 +50,8 @@ SPEC_FLAGS = (
     Flag("temperature_floor", "--temperature-floor", int, 0,
          "queries at index i times 1 + s log(1 + floor((i + 1) / N)) (Llama-4's NoPE layers; 0: off)", VARIANTS),
     Flag("temperature_scale", "--temperature-scale", float, 0.1, "s of --temperature-floor (default 0.1)", VARIANTS),
+    Flag("d_cross", "--cross", int, 0, "cross-attention: keys and values read encoder states this wide (0: off)",
+         VARIANTS),
 )  # fmt: skip
 VERIFY_FLAGS = (
     Flag("seed", "--seed", int, 0, "seed of the random point and inputs (default 0)"),

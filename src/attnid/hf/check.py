@@ -5,7 +5,8 @@ two to four heads, two layers, one of each kind where layers differ), the class 
 it (random float64 weights, eager attention, float64 kept through the library's casts: `attnid.model.real`), and
 
 * every distinct attention layer: P - rank of the Jacobian of that layer's attention module, inside the
-  real model and called with the model's own masks and position embeddings on Gaussian inputs, against
+  real model and called with the model's own masks and position embeddings on Gaussian inputs (a decoder's
+  cross-attention, a spec with d_cross, also on Gaussian encoder states: a free input the model hands on), against
   `attnid.layer.counting.count` of its mapped spec at the tiny size;
 * the whole model: P - rank of the Jacobian of all logits (`attnid.model.grid.verify_case`) against
   `attnid.model.count_model` at the tiny size; by default each position's V logits are sketched to 2 info + 2
@@ -40,7 +41,7 @@ from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import model_spec
+from .mapping import DECODER_SECTIONS, model_spec
 from .tiny import POSITIONS, tiny_config
 
 ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
@@ -55,10 +56,12 @@ MIN_EPS = 1e-6
 # unidentified at every eps, a weak one is resolved.
 EPS_STEP, MAX_EPS = 100.0, 1e-2
 def real_class(cfg: dict) -> str:
-    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM)."""
+    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM; a
+    composite config's decoder section, MusicGen's: the causal LM of the composite type, `mapping.DECODER_SECTIONS`)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
+    mt = {section: outer for outer, section in DECODER_SECTIONS.items()}.get(mt, mt)
     if mt in ENCODERS:
         return ENCODERS[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
@@ -132,8 +135,9 @@ def _spread_positions(model, layer: int, kwargs: dict, x, ids) -> None:
             kwargs["position_embeddings"] = rotary[0](x, ids)
 
 
-def _captured_call(model, module, tokens, positions=None):
-    """(args, kwargs) the model passes `module` when it runs on tokens (B, T) (at position ids `positions`)."""
+def _captured_call(model, module, tokens, positions=None, encoder=None):
+    """(args, kwargs) the model passes `module` when it runs on tokens (B, T) (at position ids `positions`; with the
+    encoder's states `encoder` (B, S, c), which a decoder's cross-attention reads)."""
     seen = {}
 
     def hook(mod, args, kwargs):
@@ -145,6 +149,8 @@ def _captured_call(model, module, tokens, positions=None):
         params = inspect.signature(model.forward).parameters
         if positions is not None and "position_ids" in params:
             call["position_ids"] = positions
+        if encoder is not None:  # WhisperForCausalLM names them encoder_outputs
+            call["encoder_hidden_states" if "encoder_hidden_states" in params else "encoder_outputs"] = encoder
         takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         if "use_cache" in params or takes_kwargs:  # GraniteMoE's forward takes it through **kwargs
             call["use_cache"] = False
@@ -152,12 +158,15 @@ def _captured_call(model, module, tokens, positions=None):
             model(**call)
     finally:
         handle.remove()
+    if not seen:
+        raise RuntimeError(f"the model never called its {type(module).__name__} on these inputs")
     return seen["args"], seen["kwargs"]
 
 
 def layer_function(real, layer: int, spec, sizing, seed: int):
     """(f, theta, x, P): f(theta, x) = the real attention module of block `layer` on hidden states x (B, T, d),
-    called as the model calls it (its mask and position embeddings for those B sequences of T tokens)."""
+    called as the model calls it (its mask and position embeddings for those B sequences of T tokens; a
+    cross-attention spec's module also reads Gaussian encoder states (B, T, d_cross), a free input like x)."""
     model = copy.deepcopy(real.module)
     prefix, module = attention_modules(model)[layer]
     _drop_block_norms(module)
@@ -167,7 +176,10 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     gen = torch.Generator().manual_seed(int(seed) + 1)
     x = torch.randn(sizing.batch, sizing.seq_len, spec.d_model, generator=gen, dtype=DTYPE)
     tokens = torch.randint(real_vocab(model), (sizing.batch, sizing.seq_len), generator=gen)
-    args, kwargs = _captured_call(model, module, tokens)
+    encoder = None
+    if spec.d_cross:  # as many encoder states as tokens; the call hands them on (key_value_states)
+        encoder = torch.randn(sizing.batch, sizing.seq_len, spec.d_cross, generator=gen, dtype=DTYPE)
+    args, kwargs = _captured_call(model, module, tokens, encoder=encoder)
     if spec.rope_dims:  # spread positions turn the slow planes; the mask stays the contiguous one
         at = getattr(module, "layer_idx", layer)  # a hybrid's attention module sits in model layer layer_idx
         _spread_positions(model, at, kwargs, x, position_ids(spec, sizing, seed).long())
@@ -212,7 +224,10 @@ def _attention_output(out, d: int):
 
 
 def real_vocab(model) -> int:
-    return model.get_input_embeddings().weight.shape[0]
+    embeddings = model.get_input_embeddings()
+    if isinstance(embeddings, torch.nn.ModuleList):  # MusicGen: one table per codebook, of the same size
+        embeddings = embeddings[0]
+    return embeddings.weight.shape[0]
 
 
 def _verdict(row: dict) -> str:

@@ -48,19 +48,6 @@ REASONS: dict[str, str] = {
     # softmax attention in some layers only
     "qwen4_exp": f"hybrid: {_GDN} with gated attention, a QSA token indexer, n-gram and per-layer embeddings, gated residuals, M-RoPE",
     "qwen4_exp_text": f"hybrid: {_GDN} with gated attention, a QSA token indexer, n-gram and per-layer embeddings, gated residuals (text model)",
-    # the decoder of an encoder-decoder model
-    "bart": "encoder-decoder: BART's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "bigbird_pegasus": "encoder-decoder: BigBird-Pegasus's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "blenderbot": "encoder-decoder: Blenderbot's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "blenderbot-small": "encoder-decoder: Blenderbot-small's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "marian": "encoder-decoder: Marian's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "mbart": "encoder-decoder: mBART's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "musicgen": "encoder-decoder: MusicGen's audio-code decoder; every layer cross-attends to the text encoder, num_codebooks token streams",
-    "mvp": "encoder-decoder: MVP's decoder; every layer has cross-attention to the encoder (encoder_attn), optional prompts",
-    "pegasus": "encoder-decoder: Pegasus's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "plbart": "encoder-decoder: PLBart's decoder; every layer has cross-attention to the encoder (encoder_attn)",
-    "trocr": "encoder-decoder: TrOCR's text decoder; TrOCRForCausalLM sets is_decoder, so every layer cross-attends to the image encoder",
-    "whisper": "encoder-decoder: Whisper's text decoder; every layer has cross-attention to the audio encoder (encoder_attn)",
     # cross-attention layers in a decoder-only model
     "blt": "cross-attention: Byte Latent Transformer: byte-level local encoder and decoder cross-attend to the patches of a global model",
     "mllama": "cross-attention: Llama text layers interleaved with gated cross-attention layers (cross_attention_layers) to image states",
@@ -157,7 +144,6 @@ REASONS: dict[str, str] = {
     "modernbert-decoder": "not yet mapped: ModernBERT's pre-LN blocks as a decoder (embedding norm, GeGLU, sliding layers, prediction head)",
     "moshi": "not yet mapped: Moshi's text decoder (sliding-window attention, gated MLP); MoshiConfig adds an audio depth decoder",
     "mpt": "not yet mapped: BLOOM-like ALiBi blocks (MPT's slopes, alibi_bias_max 8) with bias-free projections and LayerNorms",
-    "musicgen_melody": "not yet mapped: an audio-code decoder reading num_codebooks token streams, sinusoidal positions, no cross-attention",
     "nemotron": "not yet mapped: partial rotary (0.5); LayerNorms with gain 1 + w (LayerNorm1P), an up/down ReLU-squared MLP",
     "olmo": f"not yet mapped: {_LLAMA} with parameter-free LayerNorms (no gain, no bias); clip_qkv clamps q/k/v when set",
     "olmo3": "not yet mapped: OLMo-2's block with sliding-window and full layers (layer_types)",

@@ -22,7 +22,7 @@ POSITIONS = 64  # the position range of a model without learned positions; no si
 # (keys, value): every key present in the config (or its class defaults) is set to the value
 FIXED = (
     (("hidden_size", "n_embd", "d_model"), WIDTH),
-    (("vocab_size",), VOCAB),
+    (("vocab_size", "decoder_vocab_size"), VOCAB),  # Marian's decoder reads its own
     (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (EXPERT_KEYS, EXPERT_WIDTH),
     (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 4),
@@ -42,7 +42,7 @@ HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "kv_n_heads")
 SECTIONS = ("attn_config", "ffn_config")  # sub-configs holding some of those keys (MPT, DBRX)
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_target_positions")  # Whisper's decoder
 
 
 def _class_defaults(mt: str) -> dict:

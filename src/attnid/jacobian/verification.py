@@ -32,6 +32,7 @@ from numbers import Integral, Real
 
 import torch
 
+from ..errors import SpecError
 from ..layer.counting import count
 from ..layer.spec import AttentionSpec
 from .rank_certificate import certify
@@ -142,6 +143,9 @@ def verify(
     """
     start = time.perf_counter()
     _check_options(seq_len, oversample, seed, threads, max_memory_gb, positions, method, progress)
+    if spec.d_cross:  # its keys and values read a second input, which these measurements do not draw
+        raise SpecError("d_cross", "this check draws one input X; cross-attention reads the encoder's states too:"
+                        " `attnid check --model-type bart` measures it on a real encoder_attn module")  # fmt: skip
     dev = resolve_device_option(device)
     if threads is not None:
         torch.set_num_threads(threads)

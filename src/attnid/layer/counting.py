@@ -232,6 +232,8 @@ def hypotheses(spec: AttentionSpec) -> tuple[str, ...]:
     conditions = ["generic parameters and generic inputs (not LayerNorm-ed rows, which lie on a hyperplane)"]
     if spec.rope_dims:
         conditions.append("RoPE frequencies omega_i = base^(-2i/p): omega_i not in pi Z, omega_i != +-omega_j mod 2 pi")
+    if spec.d_cross:
+        conditions.append("cross-attention: generic encoder states C, independent of X, with S >= 2 rows (keys) each")
     bound = min_seq_len(spec)
     mask = "causal" if spec.causal else "no mask"
     given = "long enough (not given)" if spec.seq_len is None else f"T = {spec.seq_len}"
@@ -298,14 +300,15 @@ def count(spec: AttentionSpec, check: bool = True, frequencies=None) -> Counts:
         check_hypotheses(spec, frequencies)
     d, G, r = spec.d_model, spec.n_kv_heads, spec.group_size
     k, v, p = spec.d_head_qk, spec.d_head_v, spec.rope_dims
+    c_kv = spec.d_cross or d  # the rows of W_K and W_V: the encoder's width for cross-attention (counting_variants)
     zero, half_turn, clusters = rope_clusters(_frequencies(spec, frequencies)) if p else (0, 0, [])
     u = k - p + 2 * zero  # planes at angle 0 do not rotate
     rows = r * (d + spec.has_bias("q"))  # the group's stacked queries [W_Q^h; b_Q^h]
 
     rotated = fibre_of_product(rows, d, 2 * half_turn) + sum(2 * fibre_of_product(rows, d, c) for c in clusters)
-    query_key = G * (fibre_of_product(rows, d, u) + rotated)
+    query_key = G * (fibre_of_product(rows, c_kv, u) + rotated)
     key_bias = G * u if spec.has_bias("k") else 0
-    value_output = G * fibre_of_product(d, r * d, v)
+    value_output = G * fibre_of_product(c_kv, r * d, v)
     if not spec.has_bias("v"):
         value_bias = 0
     elif spec.has_bias("o"):

@@ -62,6 +62,16 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     all heads: C^* per plane, p; value-output per head: H v^2; scaling each down-projection:
     weakly identified (exact for eps = 0): 1 + [r_q > 0].
 
+  * cross-attention (d_cross = c > 0; the decoders of encoder-decoder models): queries read X (T, d), keys and
+    values the encoder's states C (S, c), no mask, no positions. The same groups act, GL(k) per group on
+    ([W_Q^h; b_Q^h] for h in g, W_K^g) and GL(v) on (W_V^g, W_O^h), on products of shape r m_q x c and c x r d:
+    query_key G fibre(r m_q, c, k), value_output G fibre(c, r d, v). The key bias adds [x_i, 1] [W_Q^h; b_Q^h]
+    b_K^T, constant along the keys: all G k of it unidentified; the value bias passes through softmax rows (they
+    sum to one) into sum_h b_V^g W_O^h + b_O, as in self-attention. That bounds the fibre from below; it is exact:
+    at c = d, self-attention without a mask is cross-attention at C = X, so the Jacobian over generic (X, C) has
+    at least its rank, P - the same count; at c != d, measured (this project's layer with C as an input, and
+    TrOCR's encoder_attn with cross_attention_hidden_size != d_model; tests/test_hf_seq2seq.py).
+
 Gate functions, gate biases and differential attention: `attnid.layer.counting_gates`.
 
 Each number is measured by the Jacobian of this project's layer and of the real `transformers`

@@ -12,6 +12,9 @@ Maths (row convention), for query head h in KV group g = h // (H/G):
     S_h = rope(Q_h) rope(K_g)^T / sqrt(d_k)           (masked above the diagonal if causal)
     Y   = sum_h softmax(S_h) V_g W_O^h + b_O
 
+Cross-attention (spec.d_cross > 0): K_g and V_g read the encoder's states C (S, d_cross), given as `context`, in
+place of X; no mask, no positions.
+
 RoPE rotates the first p dims of each query/key in planes (0,1), (2,3), ... by angle
 t * omega_i, omega_i = base^(-2i/p), at position t (Su et al. 2021, "RoFormer", eq. 34,
 interleaved form). Positions default to 0..T-1; any position ids may be given (the scores depend
@@ -81,8 +84,10 @@ def attention(
     positions: torch.Tensor | None = None,
     frequencies: torch.Tensor | None = None,
     last_only: bool = False,
+    context: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Y = f(theta, X) for flat parameters theta (P,) and inputs x (B, T, d) or (T, d); returns x's shape.
+    context: the encoder's states C (B, S, d_cross) or (S, d_cross) that a cross-attention spec's keys and values read.
 
     positions: RoPE position ids (T,) or (B, T) (default 0..T-1); frequencies: (p/2,) RoPE
     frequencies replacing base^(-2i/p). Both are ignored without RoPE. last_only: Y[..., -1:, :] only,
@@ -99,13 +104,14 @@ def attention(
     if x.shape[-1] != spec.d_model:
         raise ValueError(f"input has last dimension {x.shape[-1]}, spec {spec.label} needs d_model={spec.d_model}")
     T = x.shape[1]
+    kv_in = _keys_input(x, context[None] if squeeze and context is not None else context, spec)  # (B, S, c)
 
     if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
         q, k, v = latent_qkv(x, w, spec)
     else:
         q = torch.einsum("btd,hdk->bhtk", x[:, -1:] if last_only else x, w["W_Q"])  # (B, H, T or 1, k)
-        k = torch.einsum("btd,gdk->bgtk", x, w["W_K"])  # (B, G, T, k)
-        v = torch.einsum("btd,gdv->bgtv", x, w["W_V"])  # (B, G, T, v)
+        k = torch.einsum("bsd,gdk->bgsk", kv_in, w["W_K"])  # (B, G, S, k); S = T for self-attention
+        v = torch.einsum("bsd,gdv->bgsv", kv_in, w["W_V"])  # (B, G, S, v)
     if "b_Q" in w:
         q = q + w["b_Q"][:, None, :]
     if "b_K" in w:
@@ -128,12 +134,12 @@ def attention(
     # score product sees and moves rounding-level results (the symmetry checks' plain-gradient overlaps)
     k, v = k[:, groups], v[:, groups]  # (B, H, T, k), (B, H, T, v)
 
-    scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, T)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(spec.d_head_qk)  # (B, H, T or 1, S)
     scores = adjust_scores(scores, spec)  # softcapping, ALiBi, sliding window
     if spec.causal and not last_only:
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
-    weights = attention_weights(scores, w, spec)  # (B, H, T, T): softmax, with sinks if any
+    weights = attention_weights(scores, w, spec)  # (B, H, T, S): softmax, with sinks if any
     heads = differential_heads(weights, v, w, spec) if spec.diff_lambda_init else weights @ v  # (B, H, T, v)
     heads = normalize_heads(heads, w, spec)  # BitNet's norm across the heads' outputs
     heads = gate_heads(heads, x, w, spec)  # a sigmoid gate of x on the heads' outputs (Qwen3-Next, LFM3)
@@ -141,6 +147,18 @@ def attention(
     if "b_O" in w:
         y = y + w["b_O"]
     return y[0] if squeeze else y
+
+
+def _keys_input(x: torch.Tensor, context: torch.Tensor | None, spec: AttentionSpec) -> torch.Tensor:
+    """What the keys and values read: x (B, T, d), or for cross-attention the encoder's states (B, S, d_cross)."""
+    if not spec.d_cross:
+        if context is not None:
+            raise ValueError(f"spec {spec.label} is self-attention: its keys and values read x, not a context")
+        return x
+    if context is None or context.dim() != 3 or context.shape[0] != x.shape[0] or context.shape[-1] != spec.d_cross:
+        shape = None if context is None else tuple(context.shape)
+        raise ValueError(f"spec {spec.label} is cross-attention: give context (B, S, {spec.d_cross}), got {shape}")
+    return context
 
 
 class AttentionLayer(nn.Module):
@@ -156,8 +174,8 @@ class AttentionLayer(nn.Module):
         """Named views of the parameters (W_Q, b_Q, ...), shapes as in `attnid.layer.layout`."""
         return self.layout.unflatten(self.theta)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return attention(self.theta, x, self.spec, self.layout)
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        return attention(self.theta, x, self.spec, self.layout, context=context)
 
     def extra_repr(self) -> str:
         return f"{self.spec.label}, P={self.layout.size}"

@@ -6,8 +6,8 @@ there is one truth about which number is which weight. Blocks come from
 are skipped), with H query heads, G key/value groups, d = d_model, k = d_head_qk, v = d_head_v:
 
     W_Q (H, d, k)   b_Q (H, k)
-    W_K (G, d, k)   b_K (G, k)
-    W_V (G, d, v)   b_V (G, v)
+    W_K (G, c, k)   b_K (G, k)          c = d_cross for cross-attention, else d
+    W_V (G, c, v)   b_V (G, v)
     W_O (H, v, d)   b_O (d,)
 
 Each block is stored row-major (C order), as every flat vector here (`attnid.flat`).
@@ -41,10 +41,11 @@ class Layout(FlatLayout):
     ) -> torch.Tensor:
         """A generic random point: weights ~ N(0, 1/fan_in), biases ~ N(0, bias_scale^2)."""
         theta = torch.empty(self.size, dtype=dtype, device=device)
+        kv_in = self.spec.d_cross or self.spec.d_model  # cross-attention: keys and values read the encoder's states
         fan_in = {
             "W_Q": self.spec.d_model,
-            "W_K": self.spec.d_model,
-            "W_V": self.spec.d_model,
+            "W_K": kv_in,
+            "W_V": kv_in,
             "W_O": self.spec.d_head_v,
             "W_G": self.spec.d_model,  # the output gate reads x
         }

@@ -10,7 +10,7 @@ One spec fixes the shapes of one self-attention layer (row convention, X in R^{T
 RoPE rotates the first p = rope_dims dims of each query/key head in planes (0,1), (2,3), ...
 at frequencies omega_i = rope_base^(-2i/p), i = 0..p/2-1. The number of parameters is
 
-    P = H d k + G d k + G d v + H v d  +  [b_Q] H k + [b_K] G k + [b_V] G v + [b_O] d
+    P = H d k + G d k + G d v + H v d  +  [b_Q] H k + [b_K] G k + [b_V] G v + [b_O] d   (d_cross for d in G d)
 
 (arithmetic: no torch here). This module owns every conversion to and from a spec, so no other
 module builds one from loose fields:
@@ -21,8 +21,9 @@ module builds one from loose fields:
     a short name        spec.label
 
 Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature):
-fields after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
+heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature,
+cross-attention: K_g, V_g read a second input C (S, d_cross), W_K^g (d_cross, k), W_V^g (d_cross, v)): fields
+after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
 `attnid.model.spec`):
@@ -69,7 +70,7 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
-_INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor")
+_INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor", "d_cross")
 
 
 def normalize_biases(biases) -> str:
@@ -171,6 +172,7 @@ class AttentionSpec:
     gate_fn: str = "sigmoid"  # the output gate's function: sigmoid | softplus (Laguna): attnid.layer.spec_gates
     gate_bias: bool = False  # one bias per head inside the output gate (Beam)
     diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
+    d_cross: int = 0  # cross-attention: keys and values read the encoder's states C (S, d_cross), no mask; 0 = off
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -263,17 +265,19 @@ class AttentionSpec:
     def block_shapes(self) -> dict[str, tuple[int, ...]]:
         """The flat layout's blocks in order, name -> shape; absent biases are left out.
 
-        W_Q (H, d, k), b_Q (H, k), W_K (G, d, k), b_K (G, k), W_V (G, d, v), b_V (G, v), W_O (H, v, d), b_O (d,).
+        W_Q (H, d, k), b_Q (H, k), W_K (G, c, k), b_K (G, k), W_V (G, c, v), b_V (G, v), W_O (H, v, d), b_O (d,)
+        with c = d_cross for cross-attention, else d.
         """
         d, H, G, k, v = self.d_model, self.n_heads, self.n_kv_heads, self.d_head_qk, self.d_head_v
+        c = self.d_cross or d  # the width of the input keys and values read
         if self.kv_lora_rank:
             return latent_block_shapes(self)
         shapes = {
             "W_Q": (H, d, k),
             "b_Q": (H, k),
-            "W_K": (G, d, k),
+            "W_K": (G, c, k),
             "b_K": (G, k),
-            "W_V": (G, d, v),
+            "W_V": (G, c, v),
             "b_V": (G, v),
             "W_O": (H, v, d),
             "b_O": (d,),

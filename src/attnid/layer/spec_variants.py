@@ -11,7 +11,9 @@ the heads' output before W_O (`output_gate`: per element, Qwen3-Next and Qwen3.5
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
 `kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads); an RMSNorm without a gain
 on every value head (`v_norm`, Gemma-4); causal attention within chunks of positions (`attention_chunk`, Llama-4);
-a fixed query scale per position (`temperature_floor`, `temperature_scale`: Llama-4's NoPE layers).
+a fixed query scale per position (`temperature_floor`, `temperature_scale`: Llama-4's NoPE layers); cross-attention
+(`d_cross`: keys and values read the encoder's states, of that width; the decoders of BART, Whisper, ...), modelled
+as plain attention without a mask or positions.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ VARIANT_DEFAULTS = {
     "temperature_floor": 0,
     "temperature_scale": 0.1,
     **GATE_DEFAULTS,
+    "d_cross": 0,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -61,6 +64,7 @@ VARIANT_LABEL = {
     "temperature_floor": lambda v: f"temp{v}",
     "temperature_scale": lambda v: f"tscale{v:g}",
     **GATE_LABEL,
+    "d_cross": lambda v: f"cross{v}",
 }
 
 
@@ -131,7 +135,24 @@ def checked_variants(spec) -> dict:
         if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
             raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
     out |= checked_gates(spec)  # gate function, gate bias, differential attention (attnid.layer.spec_gates)
-    return out
+    return out | checked_cross(spec)
+
+
+def checked_cross(spec) -> dict:
+    """d_cross normalised; SpecError when it is not an integer >= 0, or when a cross-attention spec has a mask,
+    positions or another variant (cross-attention is modelled as plain attention with biases)."""
+    value = spec.d_cross
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+        raise SpecError("d_cross", f"must be an integer >= 0 (0: self-attention), got {value!r}")
+    if value:
+        if spec.causal:
+            raise SpecError("causal", "cross-attention has no causal mask: every query sees every encoder state")
+        if spec.rope_dims:
+            raise SpecError("rope_dims", "cross-attention is modelled without RoPE (queries, keys share no positions)")
+        others = [n for n, v in VARIANT_DEFAULTS.items() if n not in ("d_cross", "norm_eps") and getattr(spec, n) != v]
+        if others:
+            raise SpecError(others[0], "cross-attention is modelled as plain attention (biases only), not with it")
+    return {"d_cross": int(value)}
 
 
 def checked_llama4_gemma4(spec) -> dict:

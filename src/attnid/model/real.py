@@ -24,8 +24,8 @@ import torch
 from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64
 from .forward import record_choice
+from .spec import PAD_READS_POSITIONS  # a config mapping's flag: the class reads position ids from its pad id
 
-PAD_READS_POSITIONS = "_pad_reads_positions"  # a config mapping's flag: the class reads position ids from its pad id
 _COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip

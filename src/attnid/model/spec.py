@@ -58,6 +58,7 @@ from ..layer.spec import AttentionSpec, SpecError
 from .blocks import MLPS, LayerSpec, MLPSpec, pattern
 
 NORMS = ("layernorm", "rmsnorm")
+PAD_READS_POSITIONS = "_pad_reads_positions"  # a config mapping's flag: the class reads position ids from its pad id
 POSITIONS = ("learned", "rope", "none", "sinusoidal")
 NORM_POSITIONS = ("pre", "post")
 

@@ -3,14 +3,19 @@
 The published file is read as a plain mapping (no `transformers` import, no network), so a legacy key
 that a `transformers` config class would silently ignore (Falcon's `n_head`, `n_head_kv`, `n_layer`) is
 still read. What the code of a model class fixes rather than its config is written down in the module
-of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
-block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
-does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
-`.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
-{model_type: keys} fills what a config class leaves None though its model class needs it; CLASS_KEYS =
-{model_type: rewrite} turns a legacy config's keys into those its config class reads; REAL_ATTENTION =
-{model_type: RealAttention} names the attention class the module-level check builds), each fact with where
-it comes from. Adding a family is one module here (and its tests):
+of its family: every module here that defines MAPPERS = {model_type: mapper} (a mapper returns every block and
+the other ModelSpec fields) and, where the family needs them, these dicts by model type, collected the same way:
+
+    REFUSED           why a type the family examined is not mapped
+    NAME_MAPS         its classes' parameters written onto the layout, in the words of `.names`
+    TINY_LAYERS       the layers of a hybrid's tiny self-check model
+    DEFAULT_GAPS      what its config class leaves None though its model class needs it
+    CLASS_KEYS        a legacy config's keys rewritten as its config class reads them (Falcon's RefinedWeb)
+    REAL_ATTENTION    the attention class the module-level check builds (`.real_attention`)
+    DECODERS          a causal LM that is the decoder of an encoder-decoder config (is_encoder_decoder unread)
+    DECODER_SECTIONS  a composite config whose causal LM is built from its `decoder` section (MusicGen)
+
+each fact with where it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -39,6 +44,8 @@ it comes from. Adding a family is one module here (and its tests):
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
     diffllama  DiffLlama: differential attention (layers only)
+    seq2seq    the decoders of encoder-decoder models: BART, mBART, PLBart, MVP, Blenderbot (+ small), BigBird-Pegasus,
+               Marian, Pegasus, TrOCR, Whisper, MusicGen (self- and cross-attention), MusicGen-Melody (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
@@ -85,6 +92,8 @@ TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of 
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
 CLASS_KEYS = _family_mappers("CLASS_KEYS")  # legacy model_type -> its keys rewritten as its config class reads them
 REAL_ATTENTION = _family_mappers("REAL_ATTENTION")  # model_type -> its attention class (`.real_attention`)
+DECODERS = _family_mappers("DECODERS")  # model_type -> why is_encoder_decoder is not read (`.seq2seq`)
+DECODER_SECTIONS = _family_mappers("DECODER_SECTIONS")  # model_type -> its `decoder` section's model type (MusicGen)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -107,7 +116,10 @@ def load_config(path) -> dict:
 
 
 def text_config(cfg: dict) -> dict:
-    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`."""
+    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`, MusicGen's
+    composite configs under `decoder` (DECODER_SECTIONS)."""
+    if cfg.get("model_type") in DECODER_SECTIONS and isinstance(cfg.get("decoder"), dict):
+        return {**cfg["decoder"], "model_type": DECODER_SECTIONS[cfg["model_type"]]}
     if isinstance(cfg.get("text_config"), dict):
         return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
     return cfg
@@ -127,7 +139,7 @@ def class_config(cfg: dict) -> dict:
 def model_type(cfg: dict) -> str:
     """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
     mt = read_str(text_config(cfg), "model_type")
-    mt = "gemma3_text" if mt == "gemma3" else mt
+    mt = "gemma3_text" if mt == "gemma3" else {section: t for t, section in DECODER_SECTIONS.items()}.get(mt, mt)
     if mt in REFUSED:
         raise SpecError("model_type", f"{mt!r} is not mapped: {REFUSED[mt]}")
     if mt not in MAPPERS:
@@ -140,7 +152,8 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     for a model without learned positions that names none; the class default for learned ones)."""
     mt = model_type(cfg)
     cfg = text_config(cfg)
-    refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
+    if mt not in DECODERS:
+        refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
     layers, fields = MAPPERS[mt](cfg, mt)
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     unread = fields.pop("unread_position_rows", 0)  # rows of the table no token of a full sequence reads
