@@ -26,7 +26,9 @@ def _measure(spec, r=None):
     return measure_function(lambda th, tok: logits(th, tok, spec, layout), theta, tokens, sketch=S)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize(  # GPT-like's full Jacobian takes a minute (opt-in, -m long)
+    "name", [pytest.param(n, marks=pytest.mark.long) if n == "gpt_like" else n for n in sorted(CASES)]
+)
 def test_the_sketch_measures_what_the_full_jacobian_does(name):
     spec = own_spec(CASES[name])
     r = sketch_rows(spec)
