@@ -61,6 +61,17 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
     all heads: C^* per plane, p; value-output per head: H v^2; scaling each down-projection:
     weakly identified (exact for eps = 0): 1 + [r_q > 0].
+  * its shared key unrotated (Kimi-Linear: s shared dims, no RoPE): head h's scores are the bilinear forms
+    x_i W_Q^h_nope (c_KV,j W_UK^h)^T + x_i W_Q^h_s (x_j W_KR)^T, apart because c_KV is not linear in x; the first
+    keeps GL(u) per head, the second, one W_KR for every head, is the product of the stacked H (r_q or d) x s
+    queries with W_KR (d, s): GL(s) (s^2 when s <= d), in place of the p rotated dims' C^* per plane. A change
+    mixing nope and shared dims would make c_KV W_UK^h depend linearly on x or the shared key on c_KV: none.
+  * its output gates: per head (Bailing-hybrid) a scalar that commutes with GL(v) (no value bias to show): count
+    unchanged; per element (HY-V4) only the diagonal of GL(v) is left, as for plain heads: H v.
+  * DeepSeek sparse attention's indexer keeps index_topk keys per query; on T <= index_topk it keeps every key, so
+    the layer is the latent attention it masks, and its selection, piecewise constant in its own weights (top-k
+    of its scores), moves no output: every one of its parameters is unidentified (the Jacobian's columns are zero;
+    DeepSeek-V3.2 trains it by a separate loss). T > index_topk is not counted.
 
 Gate functions, gate biases and differential attention: `attnid.layer.counting_gates`.
 
@@ -72,6 +83,7 @@ from __future__ import annotations
 
 from .counting_gates import differential_breakdown
 from .spec import AttentionSpec
+from .spec_latent import indexer_params
 
 
 def fibre_of_product(rows: int, cols: int, inner: int) -> int:
@@ -129,16 +141,19 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
 
 
 def latent_breakdown(spec: AttentionSpec) -> tuple[dict, int]:
-    """(breakdown, weakly identified) of multi-head latent attention."""
-    H, v, p = spec.n_heads, spec.d_head_v, spec.rope_dims
-    u, r_q, r_kv = spec.d_head_qk - p, spec.q_lora_rank, spec.kv_lora_rank
+    """(breakdown, weakly identified) of multi-head latent attention, its gates and its indexer."""
+    d, H, v, p, s = spec.d_model, spec.n_heads, spec.d_head_v, spec.rope_dims, spec.shared_key_dims
+    u, r_q, r_kv = spec.d_head_qk - p - s, spec.q_lora_rank, spec.kv_lora_rank
+    shared = fibre_of_product(H * (r_q or d), d, s) if s else p  # the unrotated shared key: GL(s); rotated: C^* a plane
     out = {
-        "query_key": H * u * u + p,
-        "value_output": H * v * v,
+        "query_key": H * u * u + shared,
+        "value_output": H * v if spec.output_gate == "element" else H * v * v,
         "key_bias": 0,
         "value_bias": 0,
         "latent": r_kv * (r_kv + 1) // 2 + r_q * (r_q + 1) // 2,
     }
+    if spec.index_heads:
+        out["indexer"] = indexer_params(spec)
     return _scales(spec, out, 1 + (r_q > 0))
 
 

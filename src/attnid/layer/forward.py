@@ -99,6 +99,8 @@ def attention(
     if x.shape[-1] != spec.d_model:
         raise ValueError(f"input has last dimension {x.shape[-1]}, spec {spec.label} needs d_model={spec.d_model}")
     T = x.shape[1]
+    if spec.index_topk and T > spec.index_topk:  # the indexer would drop keys: not modelled (attnid.layer.spec_latent)
+        raise ValueError(f"{T} positions: the layer models sequences of at most index_topk = {spec.index_topk}")
 
     if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
         q, k, v = latent_qkv(x, w, spec)

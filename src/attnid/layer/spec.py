@@ -20,9 +20,9 @@ module builds one from loose fields:
     RoPE words          parse_rope: "none" | "half" | "full" | an even integer
     a short name        spec.label
 
-Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature):
-fields after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
+Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention and its indexer, a norm on
+the heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature):
+fields after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants` (latent: `attnid.layer.spec_latent`).
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
 `attnid.model.spec`):
@@ -51,13 +51,8 @@ from dataclasses import dataclass, fields
 from numbers import Integral, Real
 
 from ..errors import SpecError
-from .spec_variants import (
-    VARIANT_DEFAULTS,
-    VARIANT_LABEL,
-    checked_variants,
-    latent_block_shapes,
-    variant_block_shapes,
-)
+from .spec_latent import latent_block_shapes
+from .spec_variants import VARIANT_DEFAULTS, VARIANT_LABEL, checked_variants, variant_block_shapes
 
 BIAS_LETTERS = "qkvo"
 DEFAULT_ROPE_BASE = 10000.0
@@ -70,6 +65,7 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 _INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor")
+_INT_FIELDS += ("shared_key_dims", "index_topk", "index_heads", "index_head_dim")
 
 
 def normalize_biases(biases) -> str:
@@ -171,6 +167,11 @@ class AttentionSpec:
     gate_fn: str = "sigmoid"  # the output gate's function: sigmoid | softplus (Laguna): attnid.layer.spec_gates
     gate_bias: bool = False  # one bias per head inside the output gate (Beam)
     diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
+    # latent attention's unrotated shared key (Kimi), DeepSeek's sparse-attention indexer: attnid.layer.spec_latent
+    shared_key_dims: int = 0  # key dims X W_KR shared by all heads that no RoPE turns; 0 = none
+    index_topk: int = 0  # an indexer keeps index_topk keys per query (counted on T <= index_topk); 0 = off
+    index_heads: int = 0  # the indexer's heads (0: none of its own, the layer reuses another layer's selection)
+    index_head_dim: int = 0  # the indexer's head size
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -267,7 +268,7 @@ class AttentionSpec:
         """
         d, H, G, k, v = self.d_model, self.n_heads, self.n_kv_heads, self.d_head_qk, self.d_head_v
         if self.kv_lora_rank:
-            return latent_block_shapes(self)
+            return latent_block_shapes(self) | variant_block_shapes(self)  # sinks and output gates read X too
         shapes = {
             "W_Q": (H, d, k),
             "b_Q": (H, k),
