@@ -32,6 +32,8 @@ FIXED = (
     (("qk_nope_head_dim",), 4),
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
+    (("index_n_heads",), 2),  # DeepSeek sparse attention's indexer (its head keeps the 2 rotary dims and 2 more)
+    (("index_head_dim",), 4),
     (("pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
 )
 # widths of embeddings of their own (ELECTRA, RemBERT, RoCBert, RoFormer): d where the config's equal d, else 2 d
