@@ -37,6 +37,10 @@ it comes from. Adding a family is one module here (and its tests):
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
     diffllama  DiffLlama: differential attention (layers only)
+    sparse     DeepSeek-V3.2, GLM-MoE-DSA, HY-V4: latent attention with DeepSeek sparse attention's indexer (its
+               parameters unidentified, counted on T <= index_topk; layers only)
+    latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
+               head): their latent-attention layers only (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

@@ -237,11 +237,6 @@ MAPPERS = dict.fromkeys(OTHER_LAYERS, hybrid_family)
 TINY_LAYERS = dict.fromkeys(OTHER_LAYERS, tiny_layers)
 # hybrids examined and not mapped: what the description cannot express (their modeling files)
 REFUSED = {
-    "kimi_linear": "hybrid: Kimi Delta Attention (linear) layers; its latent attention (KimiLinearAttention, MLA)"
-    " applies no rotary embedding, so the key dims shared by all heads (k_rot) are unrotated, which the latent count"
-    " does not model; experts",
-    "bailing_hybrid": "hybrid: linear delta-attention layers; its latent attention (BailingHybridAttention) every"
-    " layer_group_size-th layer has an output gate, which the latent count does not model; experts",
     "lfm2_moe": "hybrid: gated short-convolution layers with softmax attention where layer_types says; the config"
     " class names no layer_types by default (its model then fails to build); experts",
     "zamba": "hybrid: Mamba layers with one shared attention-and-MLP block applied every attn_layer_period-th layer"
