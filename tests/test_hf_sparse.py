@@ -1,4 +1,4 @@
-"""DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4) and the latent-attention
+"""DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2) and the latent-attention
 hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid): each maps its class defaults layers only, its
 indexer's layers (own or shared) and kinds as the config classes derive them; on the real module the indexer's
 parameter columns of the Jacobian are exactly zero and the layer measures its count. The default run self-checks one
@@ -18,7 +18,7 @@ from attnid.jacobian import input_sizing
 from attnid.model.counting import count_model
 from attnid.model.real import SEQ_LEN, build_real_model
 
-SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4")
+SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2")
 LATENT_HYBRIDS = ("kimi_linear", "bailing_hybrid")
 
 
@@ -46,6 +46,8 @@ def test_the_indexer_layers_follow_each_config_class():
     hy = spec_of("hy_v4").layer_specs  # a shared layer keeps the top-k mask of the full one before it, no indexer
     assert [x.attention.index_heads for x in hy[:3]] == [16, 16, 0] and hy[2].attention.index_topk == 2048
     assert (hy[0].attention.output_gate, hy[0].attention.sinks) == ("element", True)
+    axk2 = spec_of("axk2").attention
+    assert (axk2.raw_latent_query, axk2.output_gate, axk2.index_heads) == (True, "element", 16)
     with pytest.raises(SpecError, match="^biases:"):  # q_a_proj, kv_a_proj_with_mqa and o_proj biased
         spec_of("deepseek_v32", attention_bias=True)
     with pytest.raises(SpecError, match="^indexer_types:"):
@@ -86,9 +88,10 @@ def test_the_real_indexer_moves_no_output_and_the_layer_measures_its_count():
     assert [(r["count"], r["measured"], r["verdict"]) for r in rows] == [(201, 201, "agree")], rows
 
 
-@pytest.mark.parametrize("mt", ["hy_v4", "kimi_linear", "bailing_hybrid"])  # one of each new latent variant
+@pytest.mark.parametrize("mt", ["hy_v4", "axk2", "kimi_linear", "bailing_hybrid"])  # one of each new latent variant
 def test_each_latent_variant_agrees_on_its_real_module(mt):
-    """HY-V4: an element gate and sinks beside the latents, a shared layer; Kimi: the unrotated shared key;
+    """HY-V4: an element gate and sinks beside the latents, a shared layer; A.X-K2: the query and its gate reading
+    the normed and the raw query latent; Kimi: the unrotated shared key;
     Bailing: a gate per head (a few seconds each)."""
     _assert_agrees(default_config(mt))
 

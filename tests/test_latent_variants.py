@@ -29,6 +29,8 @@ SWEEP = [
     {"rope_dims": 2, "output_gate": "element", "gate_fn": "softplus", "gate_bias": True},
     {**INDEXER, "output_gate": "head"},  # Dots' gate per head with an indexer
     {"q_lora_rank": 6, "rope_dims": 2, "index_topk": 64},  # a layer reusing another's selection: no parameters
+    {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "element"},  # A.X-K2
+    {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "head", "norm_eps": 0.0},
     {"d_model": 10, "n_heads": 3, "d_head_qk": 5, "d_head_v": 3, "kv_lora_rank": 5, "q_lora_rank": 4,
      "shared_key_dims": 2, "output_gate": "element"},  # fmt: skip
 ]
@@ -99,3 +101,7 @@ def test_the_new_fields_round_trip():
     assert spec.label.endswith("_gateelement_top64_ih2_id4")
     assert AttentionSpec.from_row(spec.to_row()) == spec == AttentionSpec.from_config(spec.to_config())
     assert AttentionSpec(**LATENT, shared_key_dims=2).block_shapes()["W_KR"] == (8, 2)
+    axk2 = AttentionSpec(**LATENT, rope_dims=2, q_lora_rank=6, raw_latent_query=True, output_gate="element")
+    assert (axk2.block_shapes()["W_UQ"], axk2.block_shapes()["W_G"]) == ((2, 12, 6), (2, 12, 4))
+    with pytest.raises(SpecError, match="^raw_latent_query:"):
+        AttentionSpec(**LATENT, rope_dims=2, raw_latent_query=True)  # no query latent to read

@@ -36,7 +36,6 @@ _BERT = "BERT's post-LN encoder"
 _DSV3_ROUTER = "DeepSeek-V3's router (sigmoid scores, group-limited top-k, shared experts)"
 _GDN = "Gated DeltaNet (linear attention) layers"
 _V_NORM = "a gain-free RMSNorm on every value head (v_norm)"
-_DSA = "DeepSeek sparse attention: a lightning indexer keeps index_topk keys per query"
 
 REASONS: dict[str, str] = {
     # every layer a recurrence or a state-space model
@@ -77,7 +76,6 @@ REASONS: dict[str, str] = {
     # multimodal rotary positions
     "cohere_compass_text": "M-RoPE: Cohere-2's layers with Qwen3-VL's interleaved multimodal rotary (mrope_section) per layer type",
     # softmax attention with a variant the count does not model
-    "axk2": f"attention not counted: {_DSA} (DeepseekV32Attention); experts",
     "big_bird": "attention not counted: block-sparse attention (attention_type block_sparse: global, sliding and random blocks)",
     "bitnet": "attention not counted: an RMSNorm over the heads' concatenated outputs before o_proj (attn_sub_norm)",
     "cpmant": "attention not counted: a learned segment-aware relative position bias (CpmAntSegmentPositionEmbedding)",

@@ -68,6 +68,10 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     mixing nope and shared dims would make c_KV W_UK^h depend linearly on x or the shared key on c_KV: none.
   * its output gates: per head (Bailing-hybrid) a scalar that commutes with GL(v) (no value bias to show): count
     unchanged; per element (HY-V4) only the diagonal of GL(v) is left, as for plain heads: H v.
+  * the query and its gate reading [c_Q, X W_DQ] (A.X-K2): both halves are absorbed by the up-projections, so the
+    latent keeps what the norm allows, W_DQ -> c W_DQ O (the raw half takes any O, the gain and c linearly; the
+    normed half only c O): r_q (r_q + 1) / 2 and the weak scale as before; per head the nope forms read 2 r_q
+    dims, still GL(u) (u <= r_q): the count is the plain latent one with the gate's.
   * DeepSeek sparse attention's indexer keeps index_topk keys per query; on T <= index_topk it keeps every key, so
     the layer is the latent attention it masks, and its selection, piecewise constant in its own weights (top-k
     of its scores), moves no output: every one of its parameters is unidentified (the Jacobian's columns are zero;

@@ -11,13 +11,16 @@ V_h = c_KV W_UV^h: the key's last part X W_KR is one key shared by all heads. De
     index_topk        DeepSeek sparse attention (DeepseekV32Indexer, modular_deepseek_v32.py): a lightning indexer
                       scores every key and keeps index_topk per query, min(index_topk, T) of them, as a mask on the
                       latent attention's scores; 0 = off. On T <= index_topk every key is kept (the count's hypothesis)
+    raw_latent_query  A.X-K2 (AXK2Attention, modular_axk2.py): the query up-projection and the output gate read
+                      [c_Q, X W_DQ], the normed query latent beside the raw one (q_gate_proj (H (k + v), 2 r_q)):
+                      W_UQ (H, 2 r_q, k), W_G (H, 2 r_q, v) or (H, 2 r_q); needs q_lora_rank
     index_heads,      the indexer's own parameters: its query W_IQ (index_heads, r_q, index_head_dim) reads the query
     index_head_dim    latent c_Q, its key W_IK (d, index_head_dim) with a LayerNorm (gain_IK, shift_IK) reads X, and
                       W_IW (d, index_heads) weighs its heads; 0 where a layer reuses another layer's selection
                       (GLM-MoE-DSA's and HY-V4's "shared" layers: index_topk set, no parameters)
 
 Output gates (`output_gate`, `gate_fn`, `gate_bias`) read X beside the latents (HY-V4: per element; Bailing-hybrid,
-Dots: per head).
+Dots: per head), or the query latents (A.X-K2: raw_latent_query).
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from numbers import Integral
 
 from ..errors import SpecError
 
-LATENT_DEFAULTS = {"shared_key_dims": 0, "index_topk": 0, "index_heads": 0, "index_head_dim": 0}
+INT_FIELDS = ("shared_key_dims", "index_topk", "index_heads", "index_head_dim")
+LATENT_DEFAULTS = {"shared_key_dims": 0, "raw_latent_query": False, "index_topk": 0, "index_heads": 0, "index_head_dim": 0}
 LATENT_LABEL = {
     "shared_key_dims": lambda v: f"sk{v}",
+    "raw_latent_query": lambda v: "rawq",
     "index_topk": lambda v: f"top{v}",
     "index_heads": lambda v: f"ih{v}",
     "index_head_dim": lambda v: f"id{v}",
@@ -39,11 +44,17 @@ def checked_latent(spec) -> dict:
     """The fields normalised, name -> value; SpecError names a bad field or a combination not modelled (also the
     ranks' own rules, checked here for every latent spec)."""
     out = {}
-    for name in LATENT_DEFAULTS:
+    for name in INT_FIELDS:
         value = getattr(spec, name)
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
             raise SpecError(name, f"must be an integer >= 0, got {value!r}")
         out[name] = int(value)
+    raw = spec.raw_latent_query
+    out["raw_latent_query"] = bool(raw) if type(raw).__name__ == "bool_" else raw
+    if not isinstance(out["raw_latent_query"], bool):
+        raise SpecError("raw_latent_query", f"must be true or false, got {raw!r}")
+    if out["raw_latent_query"] and not spec.q_lora_rank:
+        raise SpecError("raw_latent_query", "reads the query latent: needs q_lora_rank > 0")
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
     for name in LATENT_DEFAULTS:
@@ -89,13 +100,15 @@ def _check_indexer(spec, out: dict) -> None:
             raise SpecError(name, why)
 
 
-def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:
+def latent_block_shapes(spec, variant_blocks: dict) -> dict[str, tuple[int, ...]]:
     """Multi-head latent attention: query (full or down W_DQ, RMSNorm gain, up W_UQ), key/value down
     W_DKV with its RMSNorm gain, the shared key W_KR (rotated or not), up-projections W_UK (nope dims) and W_UV, W_O;
-    then the indexer's blocks when it has parameters."""
+    then the indexer's blocks when it has parameters, then the variants' (`variant_blocks`: sinks, an output gate,
+    which reads the query latents [c_Q, X W_DQ] in place of X with raw_latent_query)."""
     d, H, k, v = spec.d_model, spec.n_heads, spec.d_head_qk, spec.d_head_v
     shared, r_q, r_kv = spec.rope_dims + spec.shared_key_dims, spec.q_lora_rank, spec.kv_lora_rank
-    query = {"W_DQ": (d, r_q), "gain_DQ": (r_q,), "W_UQ": (H, r_q, k)} if r_q else {"W_Q": (H, d, k)}
+    width = 2 * r_q if spec.raw_latent_query else r_q  # what the query up-projection reads
+    query = {"W_DQ": (d, r_q), "gain_DQ": (r_q,), "W_UQ": (H, width, k)} if r_q else {"W_Q": (H, d, k)}
     blocks = query | {
         "W_DKV": (d, r_kv),
         "gain_DKV": (r_kv,),
@@ -107,6 +120,9 @@ def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:
     if spec.index_heads:
         n, m = spec.index_heads, spec.index_head_dim
         blocks |= {"W_IQ": (n, r_q, m), "W_IK": (d, m), "gain_IK": (m,), "shift_IK": (m,), "W_IW": (d, n)}
+    blocks |= variant_blocks
+    if spec.raw_latent_query and "W_G" in blocks:
+        blocks["W_G"] = (H, width, v) if spec.output_gate == "element" else (H, width)
     return blocks
 
 

@@ -37,7 +37,7 @@ it comes from. Adding a family is one module here (and its tests):
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
     diffllama  DiffLlama: differential attention (layers only)
-    sparse     DeepSeek-V3.2, GLM-MoE-DSA, HY-V4: latent attention with DeepSeek sparse attention's indexer (its
+    sparse     DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2: latent attention with DeepSeek sparse attention's indexer (its
                parameters unidentified, counted on T <= index_topk; layers only)
     latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
                head): their latent-attention layers only (layers only)

@@ -16,6 +16,12 @@ per query (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config l
                   output (gate_proj (H v, d) on X) and one sink logit per head (sinks, eager s_aux); default
                   indexer_types full at layer 0 and where (i - 1) % 4 == 0; hyper-connections (hc_mult streams)
                   around every block (HYV4HyperConnection) and a hyper head
+    axk2          AXK2Attention (DeepseekV32Attention without q_b_proj): q_gate_proj (H (k + v), 2 q_lora_rank) reads
+                  [q_a_layernorm(q_a_proj x), q_a_proj x], the normed query latent beside the raw one, and gives each
+                  head its query and a sigmoid gate per element of its output (attnid.layer.spec_latent's
+                  raw_latent_query); the indexer (reading the normed latent) on every layer; input norms gated by a
+                  low-rank MLP of their output (AXK2GatedRMSNorm); mlp_layer_types from first_k_dense_replace (1)
+                  and moe_layer_freq
 
 The latent norms take the class default eps 1e-6 (AXK1RMSNorm(q_lora_rank), as in attnid.hf.mapping.deepseek).
 
@@ -25,7 +31,7 @@ them by a separate KL loss to the dense attention's scores, which this count, of
 On a sequence no longer than index_topk every key is kept and the layer is the latent attention the deepseek
 family counts, plus those columns (`attnid.layer.counting_variants`); the count's hypothesis is T <= index_topk
 (2,048 in every default config). Longer sequences, where the selection masks keys, are not counted. Layers only:
-the whole-model count and its generators do not hold the indexer (HY-V4's hyper-connections neither).
+the whole-model count and its generators do not hold the indexer (nor HY-V4's hyper-connections, nor A.X-K2's gated norms).
 """
 
 from __future__ import annotations
@@ -47,13 +53,21 @@ CLASS_DEFAULTS = {
                     "rms_norm_eps": 1e-5, "routed_scaling_factor": 2.5},
     "hy_v4": {**_SHARED, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "index_n_heads": 16,
               "rms_norm_eps": 1e-5, "routed_scaling_factor": 2.827},
+    # A.X-K2-Light routes without groups (n_group None): one group holding every expert
+    "axk2": {**_SHARED, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "index_n_heads": 16,
+             "rms_norm_eps": 1e-6, "routed_scaling_factor": 2.5},
 }  # fmt: skip
+# what a type's attention adds to DeepSeek-V3.2's (module docstring)
+EXTRA = {"hy_v4": {"output_gate": "element", "sinks": True}, "axk2": {"output_gate": "element", "raw_latent_query": True}}
 WHY = (
     "DeepSeek sparse attention: the indexer's parameters have zero derivative (its top-k selection is piecewise"
     " constant in them) and on T <= index_topk it keeps every key; the whole-model count and its generators do not"
     " hold the indexer{}: the attention layers are counted alone"
 )
-BLOCKS = {"hy_v4": " (nor HY-V4's hyper-connections, hc_mult streams mixed by learned gates)"}
+BLOCKS = {
+    "hy_v4": " (nor HY-V4's hyper-connections, hc_mult streams mixed by learned gates)",
+    "axk2": " (nor A.X-K2's gated input norms: an RMSNorm times a low-rank sigmoid gate of its output)",
+}
 
 
 def indexer_kinds(cfg: dict, mt: str, n_layers: int) -> list[str]:
@@ -63,7 +77,7 @@ def indexer_kinds(cfg: dict, mt: str, n_layers: int) -> list[str]:
         pattern = cfg["index_topk_pattern"]
         kinds = [{"F": "full", "S": "shared"}.get(c, c) for c in pattern] if isinstance(pattern, str) else pattern
     if kinds is None:
-        if mt == "deepseek_v32":
+        if mt in ("deepseek_v32", "axk2"):  # an indexer in every layer
             return ["full"] * n_layers
         if mt == "hy_v4":  # HYV4Config.__post_init__
             return ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(n_layers)]
@@ -72,7 +86,9 @@ def indexer_kinds(cfg: dict, mt: str, n_layers: int) -> list[str]:
         return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n_layers)]
     if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"full", "shared"}:
         raise SpecError("indexer_types", f"must list 'full' or 'shared' for each of the {n_layers} layers")
-    if mt != "deepseek_v32" and kinds[0] == "shared":
+    if mt in ("deepseek_v32", "axk2") and "shared" in kinds:
+        raise SpecError("indexer_types", f"{mt}'s attention runs its own indexer in every layer")
+    if kinds[0] == "shared":
         raise SpecError("indexer_types", "the first layer has no full layer before it to share the selection of")
     return list(kinds)
 
@@ -84,7 +100,7 @@ def sparse_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     latent = latent_attention(cfg, "deepseek_v3")
     index = {"index_topk": read_int(cfg, "index_topk")}
     own = {**index, "index_heads": read_int(cfg, "index_n_heads"), "index_head_dim": read_int(cfg, "index_head_dim")}
-    extra = {"output_gate": "element", "sinks": True} if mt == "hy_v4" else {}
+    extra = EXTRA.get(mt, {})
     n_layers = read_int(cfg, "num_hidden_layers")
     activation = read_str(cfg, "hidden_act", default="silu")
     dense = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True))
