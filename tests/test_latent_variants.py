@@ -1,6 +1,7 @@
 """Latent attention's variants (attnid.layer.spec_latent, counts in attnid.layer.counting_variants): an unrotated shared
 key (Kimi-Linear: GL(s) where a rotated one keeps C^* per plane), output gates and sinks beside the latents (HY-V4,
-Bailing-hybrid), and DeepSeek sparse attention's indexer, whose parameters are all unidentified on T <= index_topk.
+Bailing-hybrid), and DeepSeek sparse attention's indexer (MiniMax-M3's on GQA attention too), whose parameters are
+all unidentified on T <= index_topk.
 Each count is measured by the Jacobian of this project's layer (the real modules: tests/test_hf_sparse.py)."""
 
 import pytest
@@ -31,6 +32,8 @@ SWEEP = [
     {"q_lora_rank": 6, "rope_dims": 2, "index_topk": 64},  # a layer reusing another's selection: no parameters
     {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "element"},  # A.X-K2
     {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "head", "norm_eps": 0.0},
+    {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 4, "rope_dims": 2, "qk_norm": "rms_head",
+     "kv_lora_rank": 0, "index_topk": 64, "index_heads": 2, "index_head_dim": 4},  # MiniMax-M3's sparse layer
     {"d_model": 10, "n_heads": 3, "d_head_qk": 5, "d_head_v": 3, "kv_lora_rank": 5, "q_lora_rank": 4,
      "shared_key_dims": 2, "output_gate": "element"},  # fmt: skip
 ]
@@ -80,8 +83,10 @@ def test_the_indexer_is_unidentified_and_moves_no_output():
 def test_what_the_latent_variants_do_not_model_is_refused_by_field():
     with pytest.raises(SpecError, match="^shared_key_dims:"):
         AttentionSpec(**LATENT, shared_key_dims=2, rope_dims=2)  # a shared key partly rotated
-    with pytest.raises(SpecError, match="^index_topk:"):
-        AttentionSpec(d_model=8, n_heads=2, index_topk=64)  # no latent attention
+    with pytest.raises(SpecError, match="^causal:"):
+        AttentionSpec(d_model=8, n_heads=2, index_topk=64)  # the selection is modelled on causal attention
+    with pytest.raises(SpecError, match="^raw_latent_query:"):
+        AttentionSpec(d_model=8, n_heads=2, raw_latent_query=True)  # no latent attention
     with pytest.raises(SpecError, match="^q_lora_rank:"):
         AttentionSpec(**LATENT, rope_dims=2, index_topk=64, index_heads=2, index_head_dim=4)  # it reads c_Q
     with pytest.raises(SpecError, match="^index_heads:"):

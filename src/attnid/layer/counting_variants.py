@@ -75,7 +75,8 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
   * DeepSeek sparse attention's indexer keeps index_topk keys per query; on T <= index_topk it keeps every key, so
     the layer is the latent attention it masks, and its selection, piecewise constant in its own weights (top-k
     of its scores), moves no output: every one of its parameters is unidentified (the Jacobian's columns are zero;
-    DeepSeek-V3.2 trains it by a separate loss). T > index_topk is not counted.
+    DeepSeek-V3.2 trains it by a separate loss). T > index_topk is not counted. The same holds of MiniMax-M3's
+    block indexer on GQA attention (its top blocks are integer indices: no derivative reaches its weights).
 
 Gate functions, gate biases and differential attention: `attnid.layer.counting_gates`.
 
@@ -116,6 +117,8 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
         out["value_output"] = G * fibre_of_product(d + 1, r * d, v) - out["value_bias"]
     if spec.output_gate == "element":
         out["value_output"], out["value_bias"] = G * v, 0
+    if spec.index_heads:  # MiniMax-M3's indexer on GQA attention: unidentified on T <= index_topk (below)
+        out["indexer"] = indexer_params(spec)
     scale = 0
     if spec.diff_lambda_init:  # differential attention (attnid.layer.counting_gates)
         out, scale = differential_breakdown(spec, out)

@@ -10,14 +10,18 @@ V_h = c_KV W_UV^h: the key's last part X W_KR is one key shared by all heads. De
                       key dims that nothing rotates (rope_dims 0); 0 = none
     index_topk        DeepSeek sparse attention (DeepseekV32Indexer, modular_deepseek_v32.py): a lightning indexer
                       scores every key and keeps index_topk per query, min(index_topk, T) of them, as a mask on the
-                      latent attention's scores; 0 = off. On T <= index_topk every key is kept (the count's hypothesis)
+                      latent attention's scores; 0 = off. On T <= index_topk every key is kept (the count's hypothesis).
+                      MiniMax-M3's (MiniMaxM3VLIndexer, on GQA attention) keeps index_topk_blocks blocks of
+                      index_block_size keys: every key while T <= their product, its index_topk here
     raw_latent_query  A.X-K2 (AXK2Attention, modular_axk2.py): the query up-projection and the output gate read
                       [c_Q, X W_DQ], the normed query latent beside the raw one (q_gate_proj (H (k + v), 2 r_q)):
                       W_UQ (H, 2 r_q, k), W_G (H, 2 r_q, v) or (H, 2 r_q); needs q_lora_rank
     index_heads,      the indexer's own parameters: its query W_IQ (index_heads, r_q, index_head_dim) reads the query
     index_head_dim    latent c_Q, its key W_IK (d, index_head_dim) with a LayerNorm (gain_IK, shift_IK) reads X, and
                       W_IW (d, index_heads) weighs its heads; 0 where a layer reuses another layer's selection
-                      (GLM-MoE-DSA's and HY-V4's "shared" layers: index_topk set, no parameters)
+                      (GLM-MoE-DSA's and HY-V4's "shared" layers: index_topk set, no parameters). Without latents
+                      (MiniMax-M3): W_IQ (index_heads, d, index_head_dim) and W_IK (d, index_head_dim) read X, each
+                      with an RMSNorm gain (gain_IQ, gain_IK)
 
 Output gates (`output_gate`, `gate_fn`, `gate_bias`) read X beside the latents (HY-V4: per element; Bailing-hybrid,
 Dots: per head), or the query latents (A.X-K2: raw_latent_query).
@@ -25,6 +29,7 @@ Dots: per head), or the query latents (A.X-K2: raw_latent_query).
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 
 from ..errors import SpecError
@@ -57,7 +62,7 @@ def checked_latent(spec) -> dict:
         raise SpecError("raw_latent_query", "reads the query latent: needs q_lora_rank > 0")
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
-    for name in LATENT_DEFAULTS:
+    for name in ("shared_key_dims", "raw_latent_query"):
         if out[name] and not spec.kv_lora_rank:
             raise SpecError(name, "is modelled with multi-head latent attention only (kv_lora_rank > 0)")
     if spec.kv_lora_rank:
@@ -93,7 +98,8 @@ def _check_indexer(spec, out: dict) -> None:
         ("causal", spec.causal, "the indexer's selection is modelled on causal attention"),
         ("index_heads", bool(out["index_heads"]) == bool(out["index_head_dim"]),
          "index_heads and index_head_dim are set together (0 and 0: the layer reuses another's selection)"),
-        ("q_lora_rank", spec.q_lora_rank or not out["index_heads"], "the indexer's query reads the query latent"),
+        ("q_lora_rank", spec.q_lora_rank or not (out["index_heads"] and spec.kv_lora_rank),
+         "a latent attention's indexer reads the query latent"),
         ("sliding_window", not spec.sliding_window, "an indexer together with a sliding window is not modelled"),
     ):  # fmt: skip
         if not ok:
@@ -103,8 +109,8 @@ def _check_indexer(spec, out: dict) -> None:
 def latent_block_shapes(spec, variant_blocks: dict) -> dict[str, tuple[int, ...]]:
     """Multi-head latent attention: query (full or down W_DQ, RMSNorm gain, up W_UQ), key/value down
     W_DKV with its RMSNorm gain, the shared key W_KR (rotated or not), up-projections W_UK (nope dims) and W_UV, W_O;
-    then the indexer's blocks when it has parameters, then the variants' (`variant_blocks`: sinks, an output gate,
-    which reads the query latents [c_Q, X W_DQ] in place of X with raw_latent_query)."""
+    then the variants' (`variant_blocks`: sinks, an output gate, which reads the query latents [c_Q, X W_DQ] in place
+    of X with raw_latent_query, the indexer's blocks)."""
     d, H, k, v = spec.d_model, spec.n_heads, spec.d_head_qk, spec.d_head_v
     shared, r_q, r_kv = spec.rope_dims + spec.shared_key_dims, spec.q_lora_rank, spec.kv_lora_rank
     width = 2 * r_q if spec.raw_latent_query else r_q  # what the query up-projection reads
@@ -117,16 +123,22 @@ def latent_block_shapes(spec, variant_blocks: dict) -> dict[str, tuple[int, ...]
         "W_UV": (H, r_kv, v),
         "W_O": (H, v, d),
     }
-    if spec.index_heads:
-        n, m = spec.index_heads, spec.index_head_dim
-        blocks |= {"W_IQ": (n, r_q, m), "W_IK": (d, m), "gain_IK": (m,), "shift_IK": (m,), "W_IW": (d, n)}
     blocks |= variant_blocks
     if spec.raw_latent_query and "W_G" in blocks:
         blocks["W_G"] = (H, width, v) if spec.output_gate == "element" else (H, width)
     return blocks
 
 
+def indexer_block_shapes(spec) -> dict[str, tuple[int, ...]]:
+    """The indexer's parameter blocks (module docstring; none without index_heads), n heads of m dims."""
+    n, m, d = spec.index_heads, spec.index_head_dim, spec.d_model
+    if not n:
+        return {}
+    if spec.kv_lora_rank:  # DeepSeek's: n r_q m + d m + 2 m + d n
+        return {"W_IQ": (n, spec.q_lora_rank, m), "W_IK": (d, m), "gain_IK": (m,), "shift_IK": (m,), "W_IW": (d, n)}
+    return {"W_IQ": (n, d, m), "W_IK": (d, m), "gain_IQ": (m,), "gain_IK": (m,)}  # MiniMax-M3's: n d m + d m + 2 m
+
+
 def indexer_params(spec) -> int:
-    """The indexer's parameters: n r_q m + d m + 2 m + d n (n heads of m dims)."""
-    n, m = spec.index_heads, spec.index_head_dim
-    return n * spec.q_lora_rank * m + spec.d_model * m + 2 * m + spec.d_model * n
+    """How many parameters the indexer has."""
+    return sum(math.prod(shape) for shape in indexer_block_shapes(spec).values())

@@ -22,7 +22,7 @@ from numbers import Integral, Real
 
 from ..errors import SpecError
 from .spec_gates import GATE_DEFAULTS, GATE_LABEL, checked_gates, gated_block_shapes
-from .spec_latent import LATENT_DEFAULTS, LATENT_LABEL, checked_latent
+from .spec_latent import LATENT_DEFAULTS, LATENT_LABEL, checked_latent, indexer_block_shapes
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
 OUTPUT_GATES = ("none", "element", "head")
@@ -162,7 +162,7 @@ def checked_llama4_gemma4(spec) -> dict:
 
 
 def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
-    """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
+    """q/k norm gains (and LayerNorm shifts), sink logits, gates, a sparse-attention indexer: after the plain blocks."""
     H, G, k = spec.n_heads, spec.n_kv_heads, spec.d_head_qk
     extra = {}
     if spec.qk_norm in ("rms_head", "layernorm_head", "rms_head_rotated"):
@@ -179,4 +179,4 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra["W_G"] = (H, spec.d_model, spec.d_head_v)
     if spec.output_gate == "head":
         extra["W_G"] = (H, spec.d_model)
-    return extra | gated_block_shapes(spec)
+    return extra | gated_block_shapes(spec) | indexer_block_shapes(spec)
