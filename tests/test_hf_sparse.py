@@ -1,5 +1,6 @@
 """DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2) and the latent-attention
-hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid): each maps its class defaults layers only, its
+hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid) and MiniMax-M3's text model (its block indexer on
+GQA attention, attnid.hf.mapping.minimax_m3): each maps its class defaults layers only, its
 indexer's layers (own or shared) and kinds as the config classes derive them; on the real module the indexer's
 parameter columns of the Jacobian are exactly zero and the layer measures its count. The default run self-checks one
 type of each new variant; GLM's shared layer and a top-k shorter than the sequence run under `pytest -m selfcheck`."""
@@ -18,7 +19,7 @@ from attnid.jacobian import input_sizing
 from attnid.model.counting import count_model
 from attnid.model.real import SEQ_LEN, build_real_model
 
-SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2")
+SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2", "minimax_m3_vl_text")
 LATENT_HYBRIDS = ("kimi_linear", "bailing_hybrid")
 
 
@@ -33,8 +34,7 @@ def test_each_type_maps_its_layers_only(mt):
     with pytest.raises(SpecError, match=f"^{spec.not_modelled[0][0]}:"):
         count_model(spec)
     assert counted(mt)[0] == "layers only"
-    for x in spec.layer_specs:
-        assert x.attention.kv_lora_rank and x.attention.n_params < 3e8
+    assert all(x.attention.kv_lora_rank for x in spec.layer_specs) == (mt != "minimax_m3_vl_text")
 
 
 def test_the_indexer_layers_follow_each_config_class():
@@ -67,6 +67,20 @@ def test_the_latent_hybrids_map_their_latent_layers():
         spec_of("kimi_linear", attention_bias=True)
 
 
+def test_minimax_m3_maps_its_full_and_sparse_layers():
+    spec = spec_of("minimax_m3_vl_text")  # every layer full by default; rotary_dim does not reach the rotary class
+    assert spec.n_layers == 60 and (spec.attention.rope_dims, spec.attention.qk_norm) == (128, "rms_head")
+    half = {"rope_theta": 5e6, "partial_rotary_factor": 0.5}
+    assert spec_of("minimax_m3_vl_text", rope_parameters=half).attention.rope_dims == 64
+    freq = {"sparse_attention_freq": [0, 1] * 30}
+    legacy = spec_of("minimax_m3_vl_text", layer_types=None, sparse_attention_config=freq)
+    sparse = legacy.layer_specs[1].attention
+    assert (sparse.index_topk, sparse.index_heads, sparse.index_head_dim) == (128 * 16, 4, 128)
+    assert legacy.layer_specs[0].attention.index_heads == 0
+    with pytest.raises(SpecError, match="^mlp_layer_types:"):
+        count_model(legacy)
+
+
 def _indexer_columns(cfg: dict) -> tuple[torch.Tensor, list[bool]]:
     """The real tiny model's first attention layer: its Jacobian (B T d, P) and which columns are the indexer's."""
     tiny = tiny_config(cfg)
@@ -94,6 +108,12 @@ def test_each_latent_variant_agrees_on_its_real_module(mt):
     the normed and the raw query latent; Kimi: the unrotated shared key;
     Bailing: a gate per head (a few seconds each)."""
     _assert_agrees(default_config(mt))
+
+
+@pytest.mark.selfcheck  # about 20 s: both of its layers (the full one is the default config's, checked by test_hf_selfcheck)
+def test_minimax_m3s_sparse_layer_agrees_on_its_real_module():
+    """Its block indexer keeps every key of the check's sequences (top 16 blocks of 2 keys at the tiny size)."""
+    _assert_agrees({**default_config("minimax_m3_vl_text"), "layer_types": ["minimax_m3_sparse", "full_attention"] * 30})
 
 
 @pytest.mark.selfcheck  # a few seconds each

@@ -147,7 +147,6 @@ REASONS: dict[str, str] = {
     "mimo_v2_flash": "not yet mapped: value heads of their own size, sliding layers with twice the key/value heads and sinks; experts",
     "minicpm3": "not yet mapped: DeepSeek-V2's latent attention in dense blocks; residuals times scale_depth / sqrt(L), scaled logits",
     "minimax_m2": "not yet mapped: OLMo-2's q/k RMSNorm across heads in Mixtral blocks with sigmoid experts (e_score_correction_bias)",
-    "minimax_m3_vl_text": "not yet mapped: per-head q/k norm, partial rotary, sigmoid experts; minimax_m3_sparse layers add an indexer",
     "ministral": "not yet mapped: Mistral's block with sliding-window and full layers (layer_types)",
     "modernbert-decoder": "not yet mapped: ModernBERT's pre-LN blocks as a decoder (embedding norm, GeGLU, sliding layers, prediction head)",
     "moshi": "not yet mapped: Moshi's text decoder (sliding-window attention, gated MLP); MoshiConfig adds an audio depth decoder",

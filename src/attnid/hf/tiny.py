@@ -34,6 +34,7 @@ FIXED = (
     (("v_head_dim",), 4),
     (("index_n_heads",), 2),  # DeepSeek sparse attention's indexer (its head keeps the 2 rotary dims and 2 more)
     (("index_head_dim",), 4),
+    (("index_block_size",), 2),  # MiniMax-M3's block indexer: its top 16 blocks of 2 keys hold the check's sequences
     (("pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
 )
 # widths of embeddings of their own (ELECTRA, RemBERT, RoCBert, RoFormer): d where the config's equal d, else 2 d
