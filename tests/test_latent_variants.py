@@ -32,6 +32,9 @@ SWEEP = [
     {"q_lora_rank": 6, "rope_dims": 2, "index_topk": 64},  # a layer reusing another's selection: no parameters
     {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "element"},  # A.X-K2
     {"q_lora_rank": 4, "rope_dims": 2, "raw_latent_query": True, "output_gate": "head", "norm_eps": 0.0},
+    {"rope_dims": 2, "shared_key_norm": True},  # Dots3-Note's normed shared key: p/2, W_KR's scale weak
+    {"rope_dims": 4, "d_head_qk": 8, "shared_key_norm": True, "norm_eps": 0.0},
+    {**INDEXER, "shared_key_norm": True, "output_gate": "head"},  # Dots3-Note's indexed layer
     {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "d_head_qk": 4, "rope_dims": 2, "qk_norm": "rms_head",
      "kv_lora_rank": 0, "index_topk": 64, "index_heads": 2, "index_head_dim": 4},  # MiniMax-M3's sparse layer
     {"d_model": 10, "n_heads": 3, "d_head_qk": 5, "d_head_v": 3, "kv_lora_rank": 5, "q_lora_rank": 4,
@@ -67,6 +70,15 @@ def test_an_unrotated_shared_key_keeps_gl_not_one_scale_per_plane():
     assert count(kimi).breakdown["query_key"] - count(rotated).breakdown["query_key"] == 16 - 4
 
 
+def test_a_norm_on_the_rotated_shared_key_keeps_one_scale_per_plane():
+    """Dots3-Note: of C^* per plane only the scale is left (traded with the norm's gain), W_KR's scale is weak."""
+    normed, plain = AttentionSpec(**LATENT, rope_dims=4, d_head_qk=8, shared_key_norm=True), AttentionSpec(
+        **LATENT, rope_dims=4, d_head_qk=8)  # fmt: skip
+    assert normed.n_params - plain.n_params == 4
+    assert count(normed).unidentified - count(plain).unidentified == 2 - 4  # p/2 in place of p
+    assert count(normed).weakly_identified == count(plain).weakly_identified + 1
+
+
 def test_the_indexer_is_unidentified_and_moves_no_output():
     spec, plain = AttentionSpec(**LATENT, **INDEXER), AttentionSpec(**LATENT, q_lora_rank=6, rope_dims=2)
     assert count(spec).unidentified - count(plain).unidentified == indexer_params(spec) == 2 * 6 * 4 + 8 * 4 + 8 + 16
@@ -87,6 +99,8 @@ def test_what_the_latent_variants_do_not_model_is_refused_by_field():
         AttentionSpec(d_model=8, n_heads=2, index_topk=64)  # the selection is modelled on causal attention
     with pytest.raises(SpecError, match="^raw_latent_query:"):
         AttentionSpec(d_model=8, n_heads=2, raw_latent_query=True)  # no latent attention
+    with pytest.raises(SpecError, match="^shared_key_norm:"):
+        AttentionSpec(**LATENT, shared_key_dims=2, shared_key_norm=True)  # a norm on an unrotated shared key
     with pytest.raises(SpecError, match="^q_lora_rank:"):
         AttentionSpec(**LATENT, rope_dims=2, index_topk=64, index_heads=2, index_head_dim=4)  # it reads c_Q
     with pytest.raises(SpecError, match="^index_heads:"):

@@ -46,6 +46,8 @@ SPEC_FLAGS = (
     Flag("gate_bias", "--gate-bias", None, False, "one bias per head inside the output gate (Beam)", VARIANTS),
     Flag("diff_lambda_init", "--diff-lambda-init", float, 0.0, "differential attention's lambda_init (0: off)", VARIANTS),
     Flag("shared_key_dims", "--shared-key-dims", int, 0, "MLA: unrotated key dims shared by all heads (Kimi)", VARIANTS),
+    Flag("shared_key_norm", "--shared-key-norm", None, False, "MLA: an RMSNorm with a gain on the shared key (Dots)",
+         VARIANTS),
     Flag("raw_latent_query", "--raw-latent-query", None, False,
          "MLA: the query and output gate read the normed and the raw query latent (A.X-K2)", VARIANTS),
     Flag("index_topk", "--index-topk", int, 0, "MLA: a sparse-attention indexer keeps N keys per query (0: off)", VARIANTS),

@@ -66,6 +66,10 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     keeps GL(u) per head, the second, one W_KR for every head, is the product of the stacked H (r_q or d) x s
     queries with W_KR (d, s): GL(s) (s^2 when s <= d), in place of the p rotated dims' C^* per plane. A change
     mixing nope and shared dims would make c_KV W_UK^h depend linearly on x or the shared key on c_KV: none.
+  * an RMSNorm with a gain g on its rotated shared key (Dots3-Note): k_j = RoPE(g * n(x_j W_KR)), and n(z M) = n(z) M
+    only for M = c O; a rotation O inside a plane would have to pass diag(g) and every R_n, which generic g within the
+    plane forbids (only quarter turns that swap the plane's gains: discrete). Left: per plane one scale traded
+    between g and the queries' plane, p/2 in place of p, and the scale of W_KR (exact for eps = 0, weak else).
   * its output gates: per head (Bailing-hybrid) a scalar that commutes with GL(v) (no value bias to show): count
     unchanged; per element (HY-V4) only the diagonal of GL(v) is left, as for plain heads: H v.
   * the query and its gate reading [c_Q, X W_DQ] (A.X-K2): both halves are absorbed by the up-projections, so the
@@ -152,6 +156,8 @@ def latent_breakdown(spec: AttentionSpec) -> tuple[dict, int]:
     d, H, v, p, s = spec.d_model, spec.n_heads, spec.d_head_v, spec.rope_dims, spec.shared_key_dims
     u, r_q, r_kv = spec.d_head_qk - p - s, spec.q_lora_rank, spec.kv_lora_rank
     shared = fibre_of_product(H * (r_q or d), d, s) if s else p  # the unrotated shared key: GL(s); rotated: C^* a plane
+    if spec.shared_key_norm:  # a normed rotated key: one scale a plane, W_KR's own scale weak (docstring)
+        shared = p // 2
     out = {
         "query_key": H * u * u + shared,
         "value_output": H * v if spec.output_gate == "element" else H * v * v,
@@ -161,7 +167,7 @@ def latent_breakdown(spec: AttentionSpec) -> tuple[dict, int]:
     }
     if spec.index_heads:
         out["indexer"] = indexer_params(spec)
-    return _scales(spec, out, 1 + (r_q > 0))
+    return _scales(spec, out, 1 + (r_q > 0) + spec.shared_key_norm)
 
 
 def _scales(spec: AttentionSpec, breakdown: dict, scale: int) -> tuple[dict, int]:

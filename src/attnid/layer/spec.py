@@ -169,6 +169,7 @@ class AttentionSpec:
     diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
     # latent attention's unrotated shared key (Kimi), DeepSeek's sparse-attention indexer: attnid.layer.spec_latent
     shared_key_dims: int = 0  # key dims X W_KR shared by all heads that no RoPE turns; 0 = none
+    shared_key_norm: bool = False  # an RMSNorm with a gain on the shared key X W_KR before RoPE (Dots3-Note)
     raw_latent_query: bool = False  # the query and the output gate read [c_Q, X W_DQ] (A.X-K2's q_gate_proj)
     index_topk: int = 0  # an indexer keeps index_topk keys per query (counted on T <= index_topk); 0 = off
     index_heads: int = 0  # the indexer's heads (0: none of its own, the layer reuses another layer's selection)
@@ -384,7 +385,7 @@ class AttentionSpec:
                     value = float(value)
                 except ValueError:
                     raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
-            if name in ("causal", "sinks", "alibi", "sub_norm", "v_norm", "raw_latent_query") and isinstance(value, str):
+            if name in ("causal", "sinks", "alibi", "sub_norm", "v_norm", "raw_latent_query", "shared_key_norm") and isinstance(value, str):
                 if value.strip().lower() not in ("true", "false"):
                     raise SpecError(name, f"must be true or false, got {value!r}")
                 value = value.strip().lower() == "true"

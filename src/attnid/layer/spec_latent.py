@@ -13,6 +13,8 @@ V_h = c_KV W_UV^h: the key's last part X W_KR is one key shared by all heads. De
                       latent attention's scores; 0 = off. On T <= index_topk every key is kept (the count's hypothesis).
                       MiniMax-M3's (MiniMaxM3VLIndexer, on GQA attention) keeps index_topk_blocks blocks of
                       index_block_size keys: every key while T <= their product, its index_topk here
+    shared_key_norm   Dots3-Note (Dots3NoteTextAttention's k_rope_only_layernorm, modular_dots3_note.py): an RMSNorm with a
+                      gain gain_KR (p,) on the shared key X W_KR before RoPE; needs rope_dims
     raw_latent_query  A.X-K2 (AXK2Attention, modular_axk2.py): the query up-projection and the output gate read
                       [c_Q, X W_DQ], the normed query latent beside the raw one (q_gate_proj (H (k + v), 2 r_q)):
                       W_UQ (H, 2 r_q, k), W_G (H, 2 r_q, v) or (H, 2 r_q); needs q_lora_rank
@@ -35,9 +37,12 @@ from numbers import Integral
 from ..errors import SpecError
 
 INT_FIELDS = ("shared_key_dims", "index_topk", "index_heads", "index_head_dim")
-LATENT_DEFAULTS = {"shared_key_dims": 0, "raw_latent_query": False, "index_topk": 0, "index_heads": 0, "index_head_dim": 0}
+BOOL_FIELDS = ("shared_key_norm", "raw_latent_query")
+LATENT_DEFAULTS = {"shared_key_dims": 0, "shared_key_norm": False, "raw_latent_query": False, "index_topk": 0,
+                   "index_heads": 0, "index_head_dim": 0}  # fmt: skip
 LATENT_LABEL = {
     "shared_key_dims": lambda v: f"sk{v}",
+    "shared_key_norm": lambda v: "krnorm",
     "raw_latent_query": lambda v: "rawq",
     "index_topk": lambda v: f"top{v}",
     "index_heads": lambda v: f"ih{v}",
@@ -54,15 +59,18 @@ def checked_latent(spec) -> dict:
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
             raise SpecError(name, f"must be an integer >= 0, got {value!r}")
         out[name] = int(value)
-    raw = spec.raw_latent_query
-    out["raw_latent_query"] = bool(raw) if type(raw).__name__ == "bool_" else raw
-    if not isinstance(out["raw_latent_query"], bool):
-        raise SpecError("raw_latent_query", f"must be true or false, got {raw!r}")
+    for name in BOOL_FIELDS:
+        value = getattr(spec, name)
+        out[name] = bool(value) if type(value).__name__ == "bool_" else value
+        if not isinstance(out[name], bool):
+            raise SpecError(name, f"must be true or false, got {value!r}")
     if out["raw_latent_query"] and not spec.q_lora_rank:
         raise SpecError("raw_latent_query", "reads the query latent: needs q_lora_rank > 0")
+    if out["shared_key_norm"] and not spec.rope_dims:
+        raise SpecError("shared_key_norm", "is modelled on a rotated shared key (rope_dims > 0) only")
     if spec.q_lora_rank and not spec.kv_lora_rank:
         raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
-    for name in ("shared_key_dims", "raw_latent_query"):
+    for name in ("shared_key_dims", "shared_key_norm", "raw_latent_query"):
         if out[name] and not spec.kv_lora_rank:
             raise SpecError(name, "is modelled with multi-head latent attention only (kv_lora_rank > 0)")
     if spec.kv_lora_rank:
@@ -119,6 +127,7 @@ def latent_block_shapes(spec, variant_blocks: dict) -> dict[str, tuple[int, ...]
         "W_DKV": (d, r_kv),
         "gain_DKV": (r_kv,),
         "W_KR": (d, shared),
+        **({"gain_KR": (shared,)} if spec.shared_key_norm else {}),
         "W_UK": (H, r_kv, k - shared),
         "W_UV": (H, r_kv, v),
         "W_O": (H, v, d),

@@ -9,6 +9,7 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       The RoPE dims come first in Q_h and K_h, so the layer's RoPE rotates them;
                       X W_KR is one key shared by all heads (Kimi's: shared_key_dims, which RoPE leaves alone).
                       An indexer's blocks (W_IQ, W_IK, ...) are not read: on T <= index_topk it keeps every key.
+                      shared_key_norm (Dots3-Note): X W_KR -> rms(X W_KR) * gain_KR before RoPE.
                       raw_latent_query (A.X-K2): Q_h = [c_Q, X W_DQ] W_UQ^h, and the output gate reads [c_Q, X W_DQ].
     normalize_qk      q/k norms (before RoPE; rms_head_rotated and rms_plain after it):
                       rms(z) = z / sqrt(mean(z^2) + eps);
@@ -59,7 +60,10 @@ def latent_qkv(x: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tens
         q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])
     c_kv = _rms(x @ w["W_DKV"], eps) * w["gain_DKV"]  # (B, T, r_kv)
     k_nope = torch.einsum("btr,hru->bhtu", c_kv, w["W_UK"])  # (B, H, T, k - p)
-    k_rope = (x @ w["W_KR"])[:, None].expand(-1, spec.n_heads, -1, -1)  # (B, H, T, p or s): shared by the heads
+    k_rope = x @ w["W_KR"]  # (B, T, p or s)
+    if spec.shared_key_norm:  # Dots3-Note: an RMSNorm with a gain on it, before RoPE
+        k_rope = _rms(k_rope, eps) * w["gain_KR"]
+    k_rope = k_rope[:, None].expand(-1, spec.n_heads, -1, -1)  # (B, H, T, p or s): shared by the heads
     v = torch.einsum("btr,hrv->bhtv", c_kv, w["W_UV"])  # (B, H, T, v)
     q = torch.cat((q[..., k_nope.shape[-1] :], q[..., : k_nope.shape[-1]]), dim=-1) if p else q
     return q, torch.cat((k_rope, k_nope), dim=-1), v, gate_input
