@@ -72,8 +72,8 @@ def test_an_unrotated_shared_key_keeps_gl_not_one_scale_per_plane():
 
 def test_a_norm_on_the_rotated_shared_key_keeps_one_scale_per_plane():
     """Dots3-Note: of C^* per plane only the scale is left (traded with the norm's gain), W_KR's scale is weak."""
-    normed, plain = AttentionSpec(**LATENT, rope_dims=4, d_head_qk=8, shared_key_norm=True), AttentionSpec(
-        **LATENT, rope_dims=4, d_head_qk=8)  # fmt: skip
+    shape = {**LATENT, "rope_dims": 4, "d_head_qk": 8}
+    normed, plain = AttentionSpec(**shape, shared_key_norm=True), AttentionSpec(**shape)
     assert normed.n_params - plain.n_params == 4
     assert count(normed).unidentified - count(plain).unidentified == 2 - 4  # p/2 in place of p
     assert count(normed).weakly_identified == count(plain).weakly_identified + 1
