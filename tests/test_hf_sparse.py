@@ -1,5 +1,6 @@
 """DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2) and the latent-attention
-hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid) and MiniMax-M3's text model (its block indexer on
+hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid), Dots3-Note (attnid.hf.mapping.dots) and
+MiniMax-M3's text model (its block indexer on
 GQA attention, attnid.hf.mapping.minimax_m3): each maps its class defaults layers only, its
 indexer's layers (own or shared) and kinds as the config classes derive them; on the real module the indexer's
 parameter columns of the Jacobian are exactly zero and the layer measures its count. The default run self-checks one
@@ -19,7 +20,7 @@ from attnid.jacobian import input_sizing
 from attnid.model.counting import count_model
 from attnid.model.real import SEQ_LEN, build_real_model
 
-SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2", "minimax_m3_vl_text")
+SPARSE = ("deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2", "minimax_m3_vl_text", "dots3_note_text", "dots3_note")
 LATENT_HYBRIDS = ("kimi_linear", "bailing_hybrid")
 
 
@@ -81,6 +82,18 @@ def test_minimax_m3_maps_its_full_and_sparse_layers():
         count_model(legacy)
 
 
+def test_dots3_note_maps_its_indexed_and_sliding_layers():
+    spec = spec_of("dots3_note_text")
+    kinds = {(x.attention.sliding_window, x.attention.index_heads, x.attention.n_heads) for x in spec.layer_specs}
+    assert kinds == {(0, 64, 128), (512, 0, 64)}  # per_layer_config: the sliding layers' own sizes
+    assert all(x.attention.shared_key_norm and x.attention.output_gate == "head" for x in spec.layer_specs)
+    legacy = {**default_config("dots3_note_text"), "per_layer_config": None, "layer_types": None}
+    legacy = {k: v for k, v in legacy.items() if v is not None}
+    same = model_spec({**legacy, "swa_num_attention_heads": 32}).layer_specs  # swa_* keys, the class's pattern
+    assert [x.attention.n_heads for x in same[:6]] == [128, 128, 32, 32, 32, 128]
+    assert model_spec(default_config("dots3_note")).layer_specs == spec.layer_specs  # its causal LM: the text model
+
+
 def _indexer_columns(cfg: dict) -> tuple[torch.Tensor, list[bool]]:
     """The real tiny model's first attention layer: its Jacobian (B T d, P) and which columns are the indexer's."""
     tiny = tiny_config(cfg)
@@ -102,10 +115,11 @@ def test_the_real_indexer_moves_no_output_and_the_layer_measures_its_count():
     assert [(r["count"], r["measured"], r["verdict"]) for r in rows] == [(201, 201, "agree")], rows
 
 
-@pytest.mark.parametrize("mt", ["hy_v4", "axk2", "kimi_linear", "bailing_hybrid"])  # one of each new latent variant
+@pytest.mark.parametrize("mt", ["hy_v4", "axk2", "dots3_note_text", "kimi_linear", "bailing_hybrid"])  # each new variant
 def test_each_latent_variant_agrees_on_its_real_module(mt):
     """HY-V4: an element gate and sinks beside the latents, a shared layer; A.X-K2: the query and its gate reading
-    the normed and the raw query latent; Kimi: the unrotated shared key;
+    the normed and the raw query latent; Dots3-Note: a normed shared key, sliding layers of their own sizes; Kimi: the
+    unrotated shared key;
     Bailing: a gate per head (a few seconds each)."""
     _assert_agrees(default_config(mt))
 

@@ -82,8 +82,6 @@ REASONS: dict[str, str] = {
     "deepseek_v4": "attention not counted: keys and values compressed over windows by learned gates (compress_rates) and a sparse indexer",
     "doge": "attention not counted: dynamic-mask attention (a mask from the values through dt_proj and A, top keep_window_size keys)",
     "dory": "attention not counted: normalised (nGPT-style) attention: L2-normalised q/k scaled by learned sqk, an output gate",
-    "dots3_note": "attention not counted: latent attention with a per-head output gate (g_proj), a norm on the rotary key, an indexer",
-    "dots3_note_text": "attention not counted: latent attention with a per-head output gate (g_proj), a norm on the rotary key, an indexer",
     "gemma3n_text": f"attention not counted: {_V_NORM} and keys/values shared across layers; AltUp streams, LAuReL, per-layer inputs",
     "gemma4_assistant": f"attention not counted: a drafter whose Gemma-4 text model ({_V_NORM}) reads the backbone's hidden states",
     "gemma4_unified_assistant": f"attention not counted: a drafter whose Gemma-4 text model ({_V_NORM}) reads the backbone's states",

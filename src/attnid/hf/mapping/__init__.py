@@ -39,6 +39,8 @@ it comes from. Adding a family is one module here (and its tests):
     diffllama  DiffLlama: differential attention (layers only)
     sparse     DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2: latent attention with DeepSeek sparse attention's indexer (its
                parameters unidentified, counted on T <= index_topk; layers only)
+    dots       Dots3-Note's text model (latent attention with a normed shared key, a gate per head, the indexer,
+               sliding layers of their own sizes; layers only)
     minimax_m3 MiniMax-M3's text model (per-head q/k norms; its sparse layers' block indexer: layers only)
     latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
                head): their latent-attention layers only (layers only)
