@@ -1,4 +1,4 @@
-"""DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2) and the latent-attention
+"""DeepSeek sparse attention (attnid.hf.mapping.sparse: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2), the latent-attention
 hybrids (attnid.hf.mapping.latent_hybrid: Kimi-Linear, Bailing-hybrid), Dots3-Note (attnid.hf.mapping.dots) and
 MiniMax-M3's text model (its block indexer on
 GQA attention, attnid.hf.mapping.minimax_m3): each maps its class defaults layers only, its
@@ -115,7 +115,7 @@ def test_the_real_indexer_moves_no_output_and_the_layer_measures_its_count():
     assert [(r["count"], r["measured"], r["verdict"]) for r in rows] == [(201, 201, "agree")], rows
 
 
-@pytest.mark.parametrize("mt", ["hy_v4", "axk2", "dots3_note_text", "kimi_linear", "bailing_hybrid"])  # each new variant
+@pytest.mark.parametrize("mt", ["hy_v4", "axk2", "dots3_note_text", "kimi_linear", "bailing_hybrid"])  # a new variant
 def test_each_latent_variant_agrees_on_its_real_module(mt):
     """HY-V4: an element gate and sinks beside the latents, a shared layer; A.X-K2: the query and its gate reading
     the normed and the raw query latent; Dots3-Note: a normed shared key, sliding layers of their own sizes; Kimi: the
@@ -124,10 +124,11 @@ def test_each_latent_variant_agrees_on_its_real_module(mt):
     _assert_agrees(default_config(mt))
 
 
-@pytest.mark.selfcheck  # about 20 s: both of its layers (the full one is the default config's, checked by test_hf_selfcheck)
+@pytest.mark.selfcheck  # about 20 s: both layers (the full one is the default config's, in test_hf_selfcheck)
 def test_minimax_m3s_sparse_layer_agrees_on_its_real_module():
     """Its block indexer keeps every key of the check's sequences (top 16 blocks of 2 keys at the tiny size)."""
-    _assert_agrees({**default_config("minimax_m3_vl_text"), "layer_types": ["minimax_m3_sparse", "full_attention"] * 30})
+    kinds = ["minimax_m3_sparse", "full_attention"] * 30
+    _assert_agrees({**default_config("minimax_m3_vl_text"), "layer_types": kinds})
 
 
 @pytest.mark.selfcheck  # a few seconds each

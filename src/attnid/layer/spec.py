@@ -66,6 +66,7 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 _INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor")
 _INT_FIELDS += ("shared_key_dims", "index_topk", "index_heads", "index_head_dim")
+_BOOL_FIELDS = ("causal", "sinks", "alibi", "sub_norm", "v_norm", "raw_latent_query", "shared_key_norm")
 
 
 def normalize_biases(biases) -> str:
@@ -385,7 +386,7 @@ class AttentionSpec:
                     value = float(value)
                 except ValueError:
                     raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
-            if name in ("causal", "sinks", "alibi", "sub_norm", "v_norm", "raw_latent_query", "shared_key_norm") and isinstance(value, str):
+            if name in _BOOL_FIELDS and isinstance(value, str):
                 if value.strip().lower() not in ("true", "false"):
                     raise SpecError(name, f"must be true or false, got {value!r}")
                 value = value.strip().lower() == "true"

@@ -13,8 +13,8 @@ V_h = c_KV W_UV^h: the key's last part X W_KR is one key shared by all heads. De
                       latent attention's scores; 0 = off. On T <= index_topk every key is kept (the count's hypothesis).
                       MiniMax-M3's (MiniMaxM3VLIndexer, on GQA attention) keeps index_topk_blocks blocks of
                       index_block_size keys: every key while T <= their product, its index_topk here
-    shared_key_norm   Dots3-Note (Dots3NoteTextAttention's k_rope_only_layernorm, modular_dots3_note.py): an RMSNorm with a
-                      gain gain_KR (p,) on the shared key X W_KR before RoPE; needs rope_dims
+    shared_key_norm   Dots3-Note (Dots3NoteTextAttention's k_rope_only_layernorm, modular_dots3_note.py): an RMSNorm
+                      with a gain gain_KR (p,) on the shared key X W_KR before RoPE; needs rope_dims
     raw_latent_query  A.X-K2 (AXK2Attention, modular_axk2.py): the query up-projection and the output gate read
                       [c_Q, X W_DQ], the normed query latent beside the raw one (q_gate_proj (H (k + v), 2 r_q)):
                       W_UQ (H, 2 r_q, k), W_G (H, 2 r_q, v) or (H, 2 r_q); needs q_lora_rank

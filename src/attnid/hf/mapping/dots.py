@@ -29,7 +29,7 @@ KINDS = ("indexed_attention", "sliding_attention", "full_attention")
 SWA_DEFAULTS = {"num_attention_heads": 64, "q_lora_rank": 1024, "kv_lora_rank": 1024, "head_dim": 256,
                 "qk_nope_head_dim": 192, "v_head_dim": 128}  # fmt: skip
 THETAS = {"sliding_attention": 50_000.0}  # else default_theta 8e7 (Dots3NoteTextConfig.convert_rope_params_to_dict)
-WHY = "Dots3-Note's dense and routed blocks and its indexer are not modelled whole: the attention layers are counted alone"
+WHY = "Dots3-Note's dense and routed blocks and its indexer are not modelled whole: the attention layers count alone"
 
 
 def layer_kinds(cfg: dict, n_layers: int) -> list[str]:
@@ -89,7 +89,8 @@ def dots(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     layers = [LayerSpec(_attention(layer, kind, cfg), mlp) for layer, kind in zip(layer_sizes(cfg, kinds), kinds)]
     eps = read_float(cfg, "rms_norm_eps", default=1e-5)
     fields = {"positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": eps,
-              "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": (("mlp_layer_types", WHY),)}  # fmt: skip
+              "tied": read_flag(cfg, "tie_word_embeddings", False),
+              "not_modelled": (("mlp_layer_types", WHY),)}  # fmt: skip
     return layers, fields
 
 

@@ -67,7 +67,8 @@ OTHER_LAYERS = {
     **dict.fromkeys(QWEN_GATED, ("Gated DeltaNet (linear attention) layers, experts where the config has them",
                                  "layer_types")),
 }  # fmt: skip
-QK_NORM = {**dict.fromkeys(("lfm2", "lfm2_moe", "lfm3", "lara_mini", *QWEN_GATED), "rms_head"), "olmo_hybrid": "rms_all"}
+QK_NORM = {**dict.fromkeys(("lfm2", "lfm2_moe", "lfm3", "lara_mini", *QWEN_GATED), "rms_head"),
+           "olmo_hybrid": "rms_all"}
 EPS = {"jamba": 1e-6, "recurrent_gemma": 1e-6, "olmo_hybrid": 1e-6, "lara_mini": 1e-6, "qwen3_next": 1e-6}
 NO_ROPE = ("jamba", "nemotron_h")
 ROTARY_DEFAULTS = {"bamba": 0.5, "recurrent_gemma": 0.5, **dict.fromkeys(QWEN_GATED, 0.25)}
@@ -258,4 +259,7 @@ REFUSED = {
 # Lfm2MoeConfig names no layer_types (its model then fails to build) and no published LFM2-MoE config is stored:
 # transformers' own test of the class (tests/models/lfm2_moe/test_modeling_lfm2_moe.py, Lfm2MoeModelTester) builds it
 # with layer_types ["full_attention", "conv"]; the default's 32 layers cycle that pair.
-DEFAULT_GAPS = {"bamba": {"attn_layer_indices": [9, 18, 27]}, "lfm2_moe": {"layer_types": ["full_attention", "conv"] * 16}}
+DEFAULT_GAPS = {
+    "bamba": {"attn_layer_indices": [9, 18, 27]},
+    "lfm2_moe": {"layer_types": ["full_attention", "conv"] * 16},
+}

@@ -49,7 +49,7 @@ def layer_kinds(cfg: dict, mt: str) -> list[str]:
         group = read_int(cfg, "layer_group_size", default=6)
         kinds = ["full_attention" if (i + 1) % group == 0 else "linear_attention" for i in range(n_layers)]
     if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"full_attention", *LINEAR_KINDS}:
-        raise SpecError("layer_types", f"must list full_attention or linear_attention for each of the {n_layers} layers")
+        raise SpecError("layer_types", f"must list full_attention or linear_attention for each of {n_layers} layers")
     return list(kinds)
 
 

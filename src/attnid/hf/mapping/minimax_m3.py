@@ -2,11 +2,12 @@
 take the class defaults of MiniMaxM3VLTextConfig): layers only.
 
     attention   MiniMaxM3VLAttention (MiniMaxM2Attention's projections, no biases) with a per-head q/k RMSNorm of
-                head_dim, one gain for all heads (Gemma-3's 1 + w: a reparametrisation of the gain), then RoPE (MiniMax-M2's
-                rotary class) on int(head_dim f) dims, f = rope_parameters' partial_rotary_factor (default 1). The
-                class's rotary_dim (64) does not reach it: MiniMaxM2Config.convert_rope_params_to_dict reads
-                rotary_dim from the keyword arguments, and MiniMaxM3VLTextConfig declares it as a field (measured:
-                MiniMaxM3VLTextConfig(rotary_dim=32).rope_parameters holds no partial_rotary_factor)
+                head_dim, one gain for all heads (Gemma-3's 1 + w: a reparametrisation of the gain), then RoPE
+                (MiniMax-M2's rotary class) on int(head_dim f) dims, f = rope_parameters' partial_rotary_factor
+                (default 1). The class's rotary_dim (64) does not reach it: MiniMaxM2Config.convert_rope_params_to_dict
+                reads rotary_dim from the keyword arguments, and MiniMaxM3VLTextConfig declares it as a field
+                (MiniMaxM3VLTextConfig(rotary_dim=32).rope_parameters holds no partial_rotary_factor; the check
+                measures the whole head rotated)
     indexer     on the minimax_m3_sparse layers of layer_types (else sparse_attention_config's sparse_attention_freq;
                 default: none), MiniMaxM3VLIndexer: q_proj (index_n_heads x index_head_dim, d) and k_proj
                 (index_head_dim, d), each with an RMSNorm gain; per query it keeps index_topk_blocks blocks of

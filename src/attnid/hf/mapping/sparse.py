@@ -31,7 +31,8 @@ them by a separate KL loss to the dense attention's scores, which this count, of
 On a sequence no longer than index_topk every key is kept and the layer is the latent attention the deepseek
 family counts, plus those columns (`attnid.layer.counting_variants`); the count's hypothesis is T <= index_topk
 (2,048 in every default config). Longer sequences, where the selection masks keys, are not counted. Layers only:
-the whole-model count and its generators do not hold the indexer (nor HY-V4's hyper-connections, nor A.X-K2's gated norms).
+the whole-model count and its generators do not hold the indexer (nor HY-V4's hyper-connections, nor A.X-K2's gated
+norms).
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ CLASS_DEFAULTS = {
              "rms_norm_eps": 1e-6, "routed_scaling_factor": 2.5},
 }  # fmt: skip
 # what a type's attention adds to DeepSeek-V3.2's (module docstring)
-EXTRA = {"hy_v4": {"output_gate": "element", "sinks": True}, "axk2": {"output_gate": "element", "raw_latent_query": True}}
+EXTRA = {
+    "hy_v4": {"output_gate": "element", "sinks": True},
+    "axk2": {"output_gate": "element", "raw_latent_query": True},
+}
 WHY = (
     "DeepSeek sparse attention: the indexer's parameters have zero derivative (its top-k selection is piecewise"
     " constant in them) and on T <= index_topk it keeps every key; the whole-model count and its generators do not"
