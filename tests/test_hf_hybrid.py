@@ -48,6 +48,9 @@ def test_the_layer_selection_follows_each_config():
         spec_of("bamba", attn_layer_indices=None)
     assert spec_of("falcon_h1").n_layers == 32  # every layer: attention beside its Mamba-2 mixer
     assert spec_of("lfm2", layer_types=None, full_attn_idxs=[2, 5, 8]).n_layers == 3
+    assert spec_of("lfm2_moe").n_layers == 16  # transformers' own test's pair, cycled (hybrid.DEFAULT_GAPS)
+    with pytest.raises(SpecError, match="^layer_types:"):  # Lfm2MoeConfig names none: its model does not build
+        spec_of("lfm2_moe", layer_types=None)
     assert spec_of("nemotron_h", layers_block_type=None, hybrid_override_pattern="M-M*-M*-").n_layers == 2
     gemma = spec_of("recurrent_gemma")  # every third block of 26 is local attention
     assert gemma.n_layers == 8 and gemma.attention.sliding_window == 2048 and gemma.attention.biases == "o"
@@ -74,7 +77,7 @@ def test_the_attention_variants_of_each_type():
 
 
 def test_the_hybrids_left_out_say_why():
-    for mt in ("kimi_linear", "bailing_hybrid", "lfm2_moe", "zamba", "zamba2", "granitemoehybrid"):
+    for mt in ("zamba", "zamba2", "granitemoehybrid"):
         assert mt not in MAPPERS and REFUSED[mt].startswith("hybrid: ")
 
 

@@ -21,7 +21,7 @@ SRC = ROOT / "src"
 
 # Lowest first. A module may import from its own layer and the layers before it, never from a later one.
 LAYERS = (
-    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.layer", "attnid.layer.spec_gates", "attnid.layer.spec_variants", "attnid.layer.spec",
+    ("foundation", True, ["attnid.errors", "attnid.io", "attnid.layer", "attnid.layer.spec_gates", "attnid.layer.spec_latent", "attnid.layer.spec_words", "attnid.layer.spec_variants", "attnid.layer.spec",
                           "attnid.layer.counting_gates", "attnid.layer.counting_variants", "attnid.layer.counting", "attnid.layer.symbolic"]),
     ("model vocabulary and counts", True, ["attnid.model", "attnid.model.blocks", "attnid.model.spec",
                                            "attnid.model.counting", "attnid.model.counting.*"]),

@@ -118,11 +118,11 @@ def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module
     return found
 
 
-def _spread_positions(model, layer: int, kwargs: dict, x, ids) -> None:
-    """Replace the position ids (B, T) the module sees, or the rotary tables the model computed for them (for the
-    layer type of model layer `layer`), by those of `ids`. Not through the model's forward: position ids that
-    are not consecutive read as packed sequences there, and every query would see only itself."""
-    if kwargs.get("position_ids") is not None:
+def _spread_positions(model, layer: int, kwargs: dict, x, ids, keep_ids: bool = False) -> None:
+    """Replace the position ids (B, T) the module sees (unless keep_ids), or the rotary tables the model computed for
+    them (for the layer type of model layer `layer`), by those of `ids`. Not through the model's forward: position
+    ids that are not consecutive read as packed sequences there, and every query would see only itself."""
+    if kwargs.get("position_ids") is not None and not keep_ids:
         kwargs["position_ids"] = ids
     if kwargs.get("position_embeddings") is None:
         return
@@ -182,7 +182,9 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     args, kwargs = _captured_call(model, module, tokens, encoder=encoder)
     if spec.rope_dims:  # spread positions turn the slow planes; the mask stays the contiguous one
         at = getattr(module, "layer_idx", layer)  # a hybrid's attention module sits in model layer layer_idx
-        _spread_positions(model, at, kwargs, x, position_ids(spec, sizing, seed).long())
+        # an indexer numbers its key blocks by the position ids as slots (MiniMaxM3VLIndexer): they stay contiguous
+        slots = getattr(module, "indexer", None) is not None and kwargs.get("position_embeddings") is not None
+        _spread_positions(model, at, kwargs, x, position_ids(spec, sizing, seed).long(), keep_ids=slots)
     point = real.layout.unflatten(real.theta)  # the generic point, not the library's initial weights
     theta = torch.cat([point[f"{prefix}.{n}"].reshape(-1) for n in names])
 

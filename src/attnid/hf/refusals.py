@@ -36,7 +36,6 @@ _BERT = "BERT's post-LN encoder"
 _DSV3_ROUTER = "DeepSeek-V3's router (sigmoid scores, group-limited top-k, shared experts)"
 _GDN = "Gated DeltaNet (linear attention) layers"
 _V_NORM = "a gain-free RMSNorm on every value head (v_norm)"
-_DSA = "DeepSeek sparse attention: a lightning indexer keeps index_topk keys per query"
 
 REASONS: dict[str, str] = {
     # every layer a recurrence or a state-space model
@@ -64,23 +63,17 @@ REASONS: dict[str, str] = {
     # multimodal rotary positions
     "cohere_compass_text": "M-RoPE: Cohere-2's layers with Qwen3-VL's interleaved multimodal rotary (mrope_section) per layer type",
     # softmax attention with a variant the count does not model
-    "axk2": f"attention not counted: {_DSA} (DeepseekV32Attention); experts",
     "big_bird": "attention not counted: block-sparse attention (attention_type block_sparse: global, sliding and random blocks)",
     "bitnet": "attention not counted: an RMSNorm over the heads' concatenated outputs before o_proj (attn_sub_norm)",
     "cpmant": "attention not counted: a learned segment-aware relative position bias (CpmAntSegmentPositionEmbedding)",
-    "deepseek_v32": f"attention not counted: {_DSA}",
     "deepseek_v4": "attention not counted: keys and values compressed over windows by learned gates (compress_rates) and a sparse indexer",
     "doge": "attention not counted: dynamic-mask attention (a mask from the values through dt_proj and A, top keep_window_size keys)",
     "dory": "attention not counted: normalised (nGPT-style) attention: L2-normalised q/k scaled by learned sqk, an output gate",
-    "dots3_note": "attention not counted: latent attention with a per-head output gate (g_proj), a norm on the rotary key, an indexer",
-    "dots3_note_text": "attention not counted: latent attention with a per-head output gate (g_proj), a norm on the rotary key, an indexer",
     "gemma3n_text": f"attention not counted: {_V_NORM} and keys/values shared across layers; AltUp streams, LAuReL, per-layer inputs",
     "gemma4_assistant": f"attention not counted: a drafter whose Gemma-4 text model ({_V_NORM}) reads the backbone's hidden states",
     "gemma4_unified_assistant": f"attention not counted: a drafter whose Gemma-4 text model ({_V_NORM}) reads the backbone's states",
-    "glm_moe_dsa": f"attention not counted: {_DSA} (DeepseekV32Attention); experts",
     "hrm_text": "attention not counted: a sigmoid output gate on every head (gate_proj); two stacks applied in H_cycles x L_cycles",
     "hunyuan_v1_dense": "attention not counted: per-head q/k RMSNorm applied after the rotary embedding (query_layernorm, key_layernorm)",
-    "hy_v4": f"attention not counted: {_DSA} (GlmMoeDsaAttention) in DeepSeek-V4's blocks",
     "inkling2_loop_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values, looped",
     "inkling2_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",
     "inkling_text": "attention not counted: learned relative position logits (r_proj) and short convolutions on keys and values",
@@ -139,7 +132,6 @@ REASONS: dict[str, str] = {
     "mimo_v2_flash": "not yet mapped: value heads of their own size, sliding layers with twice the key/value heads and sinks; experts",
     "minicpm3": "not yet mapped: DeepSeek-V2's latent attention in dense blocks; residuals times scale_depth / sqrt(L), scaled logits",
     "minimax_m2": "not yet mapped: OLMo-2's q/k RMSNorm across heads in Mixtral blocks with sigmoid experts (e_score_correction_bias)",
-    "minimax_m3_vl_text": "not yet mapped: per-head q/k norm, partial rotary, sigmoid experts; minimax_m3_sparse layers add an indexer",
     "ministral": "not yet mapped: Mistral's block with sliding-window and full layers (layer_types)",
     "modernbert-decoder": "not yet mapped: ModernBERT's pre-LN blocks as a decoder (embedding norm, GeGLU, sliding layers, prediction head)",
     "moshi": "not yet mapped: Moshi's text decoder (sliding-window attention, gated MLP); MoshiConfig adds an audio depth decoder",

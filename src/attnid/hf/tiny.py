@@ -32,6 +32,9 @@ FIXED = (
     (("qk_nope_head_dim",), 4),
     (("qk_rope_head_dim",), 2),
     (("v_head_dim",), 4),
+    (("index_n_heads",), 2),  # DeepSeek sparse attention's indexer (its head keeps the 2 rotary dims and 2 more)
+    (("index_head_dim",), 4),
+    (("index_block_size",), 2),  # MiniMax-M3's block indexer: its top 16 blocks of 2 keys hold the check's sequences
     (("pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
 )
 # widths of embeddings of their own (ELECTRA, RemBERT, RoCBert, RoFormer): d where the config's equal d, else 2 d
@@ -132,6 +135,8 @@ def _shrink_layers(tiny: dict, cfg: dict, defaults: dict, spec, H: int) -> None:
     for key, value in cfg.items():  # per-layer lists (layer_types, no_rope_layers, ...): the kept layers' entries
         if isinstance(value, list) and len(value) == n_layers:
             tiny[key] = [value[i] for i in kept]
+    if isinstance(tiny.get("per_layer_config"), dict):
+        tiny["per_layer_config"] = _per_layer_config(tiny, kept, H)
     if isinstance(tiny.get("num_attention_heads_per_layer"), list):  # Laguna's head count per layer: the tiny one
         tiny["num_attention_heads_per_layer"] = [H] * len(kept)
     if isinstance(tiny.get("attention_types"), list):  # GPT-Neo: [[kinds, repeats]], one entry per kept layer
@@ -151,6 +156,23 @@ def _shrink_layers(tiny: dict, cfg: dict, defaults: dict, spec, H: int) -> None:
     _set(tiny, defaults, POSITION_KEYS, SEQ_LEN + unread if spec.positions == "learned" else POSITIONS)
     if unread:
         tiny[PAD_READS_POSITIONS] = True  # the real class keeps its pad token id (attnid.model.real.real_config)
+
+
+def _per_layer_config(tiny: dict, kept: list[int], H: int) -> dict:
+    """Dots3-Note's per_layer_config {layer index: the keys that differ}: the kept layers' entries, renumbered, at the
+    tiny sizes (a latent layer's head_dim its nope and rotary dims, as Dots3NoteTextConfig demands of them)."""
+    entries = {int(k): v for k, v in tiny["per_layer_config"].items()}
+    out = {}
+    for j, i in enumerate(kept):
+        if i not in entries:
+            continue
+        entry = dict(entries[i])
+        for keys, value in FIXED + ((HEAD_KEYS + KV_KEYS, H), (("q_lora_rank",), 6)):
+            entry.update({key: value for key in keys if key in entry})
+        if "qk_nope_head_dim" in entry or "qk_rope_head_dim" in entry:
+            entry["head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
+        out[str(j)] = entry
+    return out
 
 
 def _data_limited_table(tiny: dict, spec) -> dict:

@@ -240,6 +240,8 @@ def hypotheses(spec: AttentionSpec) -> tuple[str, ...]:
     conditions.append(
         f"sequence length T >= T_min = {bound} ({mask}, p = {spec.rope_dims}, d_k = {spec.d_head_qk}): {given}"
     )
+    if spec.index_topk:  # attnid.layer.counting_variants: longer sequences are not counted
+        conditions.append(f"T <= index_topk = {spec.index_topk}: the sparse-attention indexer keeps every key")
     return tuple(conditions)
 
 
@@ -272,6 +274,10 @@ def check_hypotheses(spec: AttentionSpec, frequencies=None) -> None:
             f"{window} shows each query only offsets 0..{window - 1}, fewer than a causal T_min = "
             f"{min_seq_len(spec)} needs for {spec.rope_dims} rotated of d_head_qk = {spec.d_head_qk}",
         )
+    if spec.index_topk and (spec.index_topk < min_seq_len(spec) or (spec.seq_len or 0) > spec.index_topk):
+        field = "index_topk" if spec.index_topk < min_seq_len(spec) else "seq_len"
+        raise SpecError(field, f"the count holds for T_min = {min_seq_len(spec)} <= T <= index_topk = "
+                        f"{spec.index_topk} (the indexer keeps every key), T = {spec.seq_len}")  # fmt: skip
     if spec.seq_len is not None and spec.seq_len < min_seq_len(spec):
         raise SpecError(
             "seq_len",

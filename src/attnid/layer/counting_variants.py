@@ -61,6 +61,26 @@ follows (u = k - p unrotated dims per head, r = H / G, m_q = d + [b_Q]; derivati
     r (r + 1) / 2 each; per head GL(u) on the nope query/key: H u^2; the RoPE key is shared by
     all heads: C^* per plane, p; value-output per head: H v^2; scaling each down-projection:
     weakly identified (exact for eps = 0): 1 + [r_q > 0].
+  * its shared key unrotated (Kimi-Linear: s shared dims, no RoPE): head h's scores are the bilinear forms
+    x_i W_Q^h_nope (c_KV,j W_UK^h)^T + x_i W_Q^h_s (x_j W_KR)^T, apart because c_KV is not linear in x; the first
+    keeps GL(u) per head, the second, one W_KR for every head, is the product of the stacked H (r_q or d) x s
+    queries with W_KR (d, s): GL(s) (s^2 when s <= d), in place of the p rotated dims' C^* per plane. A change
+    mixing nope and shared dims would make c_KV W_UK^h depend linearly on x or the shared key on c_KV: none.
+  * an RMSNorm with a gain g on its rotated shared key (Dots3-Note): k_j = RoPE(g * n(x_j W_KR)), and n(z M) = n(z) M
+    only for M = c O; a rotation O inside a plane would have to pass diag(g) and every R_n, which generic g within the
+    plane forbids (only quarter turns that swap the plane's gains: discrete). Left: per plane one scale traded
+    between g and the queries' plane, p/2 in place of p, and the scale of W_KR (exact for eps = 0, weak else).
+  * its output gates: per head (Bailing-hybrid) a scalar that commutes with GL(v) (no value bias to show): count
+    unchanged; per element (HY-V4) only the diagonal of GL(v) is left, as for plain heads: H v.
+  * the query and its gate reading [c_Q, X W_DQ] (A.X-K2): both halves are absorbed by the up-projections, so the
+    latent keeps what the norm allows, W_DQ -> c W_DQ O (the raw half takes any O, the gain and c linearly; the
+    normed half only c O): r_q (r_q + 1) / 2 and the weak scale as before; per head the nope forms read 2 r_q
+    dims, still GL(u) (u <= r_q): the count is the plain latent one with the gate's.
+  * DeepSeek sparse attention's indexer keeps index_topk keys per query; on T <= index_topk it keeps every key, so
+    the layer is the latent attention it masks, and its selection, piecewise constant in its own weights (top-k
+    of its scores), moves no output: every one of its parameters is unidentified (the Jacobian's columns are zero;
+    DeepSeek-V3.2 trains it by a separate loss). T > index_topk is not counted. The same holds of MiniMax-M3's
+    block indexer on GQA attention (its top blocks are integer indices: no derivative reaches its weights).
 
   * cross-attention (d_cross = c > 0; the decoders of encoder-decoder models): queries read X (T, d), keys and
     values the encoder's states C (S, c), no mask, no positions. The same groups act, GL(k) per group on
@@ -82,6 +102,7 @@ from __future__ import annotations
 
 from .counting_gates import differential_breakdown
 from .spec import AttentionSpec
+from .spec_latent import indexer_params
 
 
 def fibre_of_product(rows: int, cols: int, inner: int) -> int:
@@ -110,6 +131,8 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
         out["value_output"] = G * fibre_of_product(d + 1, r * d, v) - out["value_bias"]
     if spec.output_gate == "element":
         out["value_output"], out["value_bias"] = G * v, 0
+    if spec.index_heads:  # MiniMax-M3's indexer on GQA attention: unidentified on T <= index_topk (below)
+        out["indexer"] = indexer_params(spec)
     scale = 0
     if spec.diff_lambda_init:  # differential attention (attnid.layer.counting_gates)
         out, scale = differential_breakdown(spec, out)
@@ -139,17 +162,22 @@ def variant_breakdown(spec: AttentionSpec, breakdown: dict) -> tuple[dict, int]:
 
 
 def latent_breakdown(spec: AttentionSpec) -> tuple[dict, int]:
-    """(breakdown, weakly identified) of multi-head latent attention."""
-    H, v, p = spec.n_heads, spec.d_head_v, spec.rope_dims
-    u, r_q, r_kv = spec.d_head_qk - p, spec.q_lora_rank, spec.kv_lora_rank
+    """(breakdown, weakly identified) of multi-head latent attention, its gates and its indexer."""
+    d, H, v, p, s = spec.d_model, spec.n_heads, spec.d_head_v, spec.rope_dims, spec.shared_key_dims
+    u, r_q, r_kv = spec.d_head_qk - p - s, spec.q_lora_rank, spec.kv_lora_rank
+    shared = fibre_of_product(H * (r_q or d), d, s) if s else p  # the unrotated shared key: GL(s); rotated: C^* a plane
+    if spec.shared_key_norm:  # a normed rotated key: one scale a plane, W_KR's own scale weak (docstring)
+        shared = p // 2
     out = {
-        "query_key": H * u * u + p,
-        "value_output": H * v * v,
+        "query_key": H * u * u + shared,
+        "value_output": H * v if spec.output_gate == "element" else H * v * v,
         "key_bias": 0,
         "value_bias": 0,
         "latent": r_kv * (r_kv + 1) // 2 + r_q * (r_q + 1) // 2,
     }
-    return _scales(spec, out, 1 + (r_q > 0))
+    if spec.index_heads:
+        out["indexer"] = indexer_params(spec)
+    return _scales(spec, out, 1 + (r_q > 0) + spec.shared_key_norm)
 
 
 def _scales(spec: AttentionSpec, breakdown: dict, scale: int) -> tuple[dict, int]:

@@ -104,10 +104,13 @@ def attention(
     if x.shape[-1] != spec.d_model:
         raise ValueError(f"input has last dimension {x.shape[-1]}, spec {spec.label} needs d_model={spec.d_model}")
     T = x.shape[1]
+    if spec.index_topk and T > spec.index_topk:  # the indexer would drop keys: not modelled (attnid.layer.spec_latent)
+        raise ValueError(f"{T} positions: the layer models sequences of at most index_topk = {spec.index_topk}")
     kv_in = _keys_input(x, context[None] if squeeze and context is not None else context, spec)  # (B, S, c)
 
+    gate_input = x  # what an output gate reads
     if spec.kv_lora_rank:  # multi-head latent attention: its own projections, one key/value per head
-        q, k, v = latent_qkv(x, w, spec)
+        q, k, v, gate_input = latent_qkv(x, w, spec)
     else:
         q = torch.einsum("btd,hdk->bhtk", x[:, -1:] if last_only else x, w["W_Q"])  # (B, H, T or 1, k)
         k = torch.einsum("bsd,gdk->bgsk", kv_in, w["W_K"])  # (B, G, S, k); S = T for self-attention
@@ -142,7 +145,7 @@ def attention(
     weights = attention_weights(scores, w, spec)  # (B, H, T, S): softmax, with sinks if any
     heads = differential_heads(weights, v, w, spec) if spec.diff_lambda_init else weights @ v  # (B, H, T, v)
     heads = normalize_heads(heads, w, spec)  # BitNet's norm across the heads' outputs
-    heads = gate_heads(heads, x, w, spec)  # a sigmoid gate of x on the heads' outputs (Qwen3-Next, LFM3)
+    heads = gate_heads(heads, gate_input, w, spec)  # a sigmoid gate of x on the heads' outputs (Qwen3-Next, LFM3)
     y = torch.einsum("bhtv,hvd->btd", heads, w["W_O"])  # (B, T, d)
     if "b_O" in w:
         y = y + w["b_O"]

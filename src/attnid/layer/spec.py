@@ -17,13 +17,13 @@ module builds one from loose fields:
 
     config mapping  <->  AttentionSpec.from_config / spec.to_config   (keys = field names)
     table row       <->  AttentionSpec.from_row / spec.to_row         (label + fields)
-    RoPE words          parse_rope: "none" | "half" | "full" | an even integer
+    RoPE words          parse_rope: "none" | "half" | "full" | an even integer (`.spec_words`, with bias subsets)
     a short name        spec.label
 
-Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention, a norm on the
-heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature,
-cross-attention: K_g, V_g read a second input C (S, d_cross), W_K^g (d_cross, k), W_V^g (d_cross, v)): fields
-after seq_len, checked and shaped in :mod:`attnid.layer.spec_variants`.
+Modern variants (q/k norms, sinks, softcapping, sliding windows, ALiBi, latent attention and its indexer, a norm on
+the heads' output, a sigmoid gate on the heads' output, a gain-free norm on the values, chunks, a query temperature,
+cross-attention: K_g, V_g read a second input C (S, d_cross), W_K^g (d_cross, k), W_V^g (d_cross, v)): fields after
+seq_len, checked and shaped in :mod:`attnid.layer.spec_variants` (latent: `attnid.layer.spec_latent`).
 
 Glossary of the layer level (one name, one meaning, across the package; the model level's is
 `attnid.model.spec`):
@@ -49,18 +49,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from numbers import Integral, Real
+from numbers import Real
 
 from ..errors import SpecError
-from .spec_variants import (
-    VARIANT_DEFAULTS,
-    VARIANT_LABEL,
-    checked_variants,
-    latent_block_shapes,
-    variant_block_shapes,
-)
+from .spec_latent import latent_block_shapes
+from .spec_words import BIAS_LETTERS, _positive_int, bias_text, checked_rope, normalize_biases, parse_rope
+from .spec_variants import VARIANT_DEFAULTS, VARIANT_LABEL, checked_variants, variant_block_shapes
 
-BIAS_LETTERS = "qkvo"
 DEFAULT_ROPE_BASE = 10000.0
 # Flat parameter blocks in layout order, and the bias letter that switches each bias block on.
 BLOCK_ORDER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
@@ -71,68 +66,8 @@ ROW_COLUMNS = ("label", "d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head
 
 _INT_FIELDS = ("d_model", "n_heads", "n_kv_heads", "d_head_qk", "d_head_v", "rope_dims", "seq_len")
 _INT_FIELDS += ("sliding_window", "kv_lora_rank", "q_lora_rank", "attention_chunk", "temperature_floor", "d_cross")
-
-
-def normalize_biases(biases) -> str:
-    """Canonical bias string: a subset of 'qkvo' in that order ('' = no bias).
-
-    Accepts 'none', '', None, an iterable of letters, or a string such as 'vq'.
-    """
-    if biases is None or (isinstance(biases, float) and math.isnan(biases)):
-        return ""
-    if isinstance(biases, str):
-        text = biases.strip().lower()
-        if text in ("", "none"):
-            return ""
-        letters = list(text)
-    else:
-        letters = [str(b).lower() for b in biases]
-    bad = sorted(set(letters) - set(BIAS_LETTERS))
-    if bad:
-        raise SpecError("biases", f"unknown bias letter(s) {''.join(bad)!r}; use a subset of 'qkvo' or 'none'")
-    if len(set(letters)) != len(letters):
-        raise SpecError("biases", f"repeated bias letter in {''.join(letters)!r}")
-    return "".join(b for b in BIAS_LETTERS if b in letters)
-
-
-def bias_text(biases) -> str:
-    """How tables and configs write a bias subset: canonical letters, or 'none' for no bias."""
-    return normalize_biases(biases) or "none"
-
-
-def parse_rope(value, d_head_qk: int) -> int:
-    """Rotated dims per query/key head from the one RoPE vocabulary.
-
-    'none' -> 0; 'full' -> every complete plane of the head, 2 floor(k/2); 'half' -> the complete
-    planes inside the first half of the head, 2 floor(floor(k/2) / 2); an integer (or its string)
-    -> that many dims. So for an odd head size k = 5 'full' is 4 and 'half' is 2; for k = 6 'half'
-    is 2 (three dims hold one complete plane). Evenness and p <= k are checked by AttentionSpec.
-    """
-    if isinstance(value, bool):
-        raise SpecError("rope_dims", f"expected none, half, full or an even integer, got {value!r}")
-    if isinstance(value, Integral):
-        return int(value)
-    if isinstance(value, Real) and float(value).is_integer():
-        return int(value)
-    text = str(value).strip().lower()
-    if text == "none":
-        return 0
-    if text == "full":
-        return d_head_qk // 2 * 2
-    if text == "half":
-        return (d_head_qk // 2) // 2 * 2
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError("rope_dims", f"expected none, half, full or an even integer, got {value!r}") from None
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise SpecError(name, f"must be an integer, got {value!r}")
-    if value <= 0:
-        raise SpecError(name, f"must be positive, got {value}")
-    return int(value)
+_INT_FIELDS += ("shared_key_dims", "index_topk", "index_heads", "index_head_dim")
+_BOOL_FIELDS = ("causal", "sinks", "alibi", "sub_norm", "v_norm", "raw_latent_query", "shared_key_norm")
 
 
 @dataclass(frozen=True)
@@ -173,6 +108,13 @@ class AttentionSpec:
     gate_bias: bool = False  # one bias per head inside the output gate (Beam)
     diff_lambda_init: float = 0.0  # differential attention (DiffLlama) with this lambda_init; 0 = off
     d_cross: int = 0  # cross-attention: keys and values read the encoder's states C (S, d_cross), no mask; 0 = off
+    # latent attention's unrotated shared key (Kimi), DeepSeek's sparse-attention indexer: attnid.layer.spec_latent
+    shared_key_dims: int = 0  # key dims X W_KR shared by all heads that no RoPE turns; 0 = none
+    shared_key_norm: bool = False  # an RMSNorm with a gain on the shared key X W_KR before RoPE (Dots3-Note)
+    raw_latent_query: bool = False  # the query and the output gate read [c_Q, X W_DQ] (A.X-K2's q_gate_proj)
+    index_topk: int = 0  # an indexer keeps index_topk keys per query (counted on T <= index_topk); 0 = off
+    index_heads: int = 0  # the indexer's heads (0: none of its own, the layer reuses another layer's selection)
+    index_head_dim: int = 0  # the indexer's head size
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -194,19 +136,11 @@ class AttentionSpec:
             set_(self, "d_head_qk", self.d_model // self.n_heads)
         set_(self, "d_head_qk", _positive_int("d_head_qk", self.d_head_qk))
         set_(self, "d_head_v", _positive_int("d_head_v", self.d_head_qk if self.d_head_v is None else self.d_head_v))
-        p = parse_rope(self.rope_dims, self.d_head_qk)
-        if p < 0:
-            raise SpecError("rope_dims", f"must be >= 0, got {p}")
-        if p % 2:
-            raise SpecError("rope_dims", f"must be even (RoPE rotates pairs of dims), got {p}")
-        if p > self.d_head_qk:
-            raise SpecError("rope_dims", f"{p} exceeds the query/key head size d_head_qk={self.d_head_qk}")
-        set_(self, "rope_dims", p)
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, Real) or not float(self.rope_base) > 1.0:
-            raise SpecError("rope_base", f"must be a number > 1, got {self.rope_base!r}")
-        if not math.isfinite(float(self.rope_base)):
-            raise SpecError("rope_base", f"must be finite, got {self.rope_base!r}")
-        set_(self, "rope_base", float(self.rope_base))
+        set_(self, "rope_dims", checked_rope(parse_rope(self.rope_dims, self.d_head_qk), self.d_head_qk))
+        base = self.rope_base
+        if isinstance(base, bool) or not isinstance(base, Real) or not 1.0 < float(base) < math.inf:
+            raise SpecError("rope_base", f"must be a finite number > 1, got {base!r}")
+        set_(self, "rope_base", float(base))
         set_(self, "biases", normalize_biases(self.biases))
         if not isinstance(self.causal, bool):
             if type(self.causal).__name__ == "bool_":  # numpy bool from a table
@@ -271,7 +205,7 @@ class AttentionSpec:
         d, H, G, k, v = self.d_model, self.n_heads, self.n_kv_heads, self.d_head_qk, self.d_head_v
         c = self.d_cross or d  # the width of the input keys and values read
         if self.kv_lora_rank:
-            return latent_block_shapes(self)
+            return latent_block_shapes(self, variant_block_shapes(self))  # sinks and output gates too
         shapes = {
             "W_Q": (H, d, k),
             "b_Q": (H, k),
@@ -386,7 +320,7 @@ class AttentionSpec:
                     value = float(value)
                 except ValueError:
                     raise SpecError("rope_base", f"must be a number > 1, got {value!r}") from None
-            if name in ("causal", "sinks", "alibi", "sub_norm", "v_norm") and isinstance(value, str):
+            if name in _BOOL_FIELDS and isinstance(value, str):
                 if value.strip().lower() not in ("true", "false"):
                     raise SpecError(name, f"must be true or false, got {value!r}")
                 value = value.strip().lower() == "true"

@@ -9,7 +9,8 @@ RoPE, HunYuan; RMSNorm per head without a gain, NanoChat), with their `norm_eps`
 across all heads on the attention's output before W_O (`sub_norm`, BitNet's attn_sub_norm); a sigmoid gate on
 the heads' output before W_O (`output_gate`: per element, Qwen3-Next and Qwen3.5; per head, LFM3); attention sinks (one logit per head in every softmax, GPT-OSS); logit softcapping
 (Gemma-2); sliding windows; ALiBi (BLOOM, Falcon); multi-head latent attention (DeepSeek-V2/V3:
-`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads); an RMSNorm without a gain
+`kv_lora_rank`, `q_lora_rank`, a decoupled RoPE key of rope_dims shared by all heads, or Kimi's unrotated one, and
+DeepSeek's sparse-attention indexer: `attnid.layer.spec_latent`); an RMSNorm without a gain
 on every value head (`v_norm`, Gemma-4); causal attention within chunks of positions (`attention_chunk`, Llama-4);
 a fixed query scale per position (`temperature_floor`, `temperature_scale`: Llama-4's NoPE layers); cross-attention
 (`d_cross`: keys and values read the encoder's states, of that width; the decoders of BART, Whisper, ...), modelled
@@ -23,6 +24,7 @@ from numbers import Integral, Real
 
 from ..errors import SpecError
 from .spec_gates import GATE_DEFAULTS, GATE_LABEL, checked_gates, gated_block_shapes
+from .spec_latent import LATENT_DEFAULTS, LATENT_LABEL, checked_latent, indexer_block_shapes
 
 QK_NORMS = ("none", "rms_head", "rms_all", "layernorm_head", "layernorm_heads", "rms_head_rotated", "rms_plain")
 OUTPUT_GATES = ("none", "element", "head")
@@ -45,6 +47,7 @@ VARIANT_DEFAULTS = {
     "temperature_scale": 0.1,
     **GATE_DEFAULTS,
     "d_cross": 0,
+    **LATENT_DEFAULTS,
 }
 
 # Label part of each variant field (only set fields appear; norm_eps only matters next to a norm).
@@ -65,6 +68,7 @@ VARIANT_LABEL = {
     "temperature_scale": lambda v: f"tscale{v:g}",
     **GATE_LABEL,
     "d_cross": lambda v: f"cross{v}",
+    **LATENT_LABEL,
 }
 
 
@@ -111,29 +115,11 @@ def checked_variants(spec) -> dict:
     if spec.output_gate != "none":
         for name, ok, why in (
             ("sub_norm", not spec.sub_norm, "an output gate is modelled without a norm on the heads' output"),
-            ("kv_lora_rank", not spec.kv_lora_rank, "an output gate is modelled without latent attention"),
         ):
             if not ok:
                 raise SpecError(name, why)
     out |= checked_llama4_gemma4(spec)
-    if spec.q_lora_rank and not spec.kv_lora_rank:
-        raise SpecError("q_lora_rank", "needs kv_lora_rank > 0 (multi-head latent attention)")
-    if spec.kv_lora_rank:
-        for name, ok, why in (
-            ("n_kv_heads", spec.n_kv_heads == spec.n_heads, "latent attention has one key/value per head"),
-            ("biases", not spec.biases, "latent attention is modelled without biases"),
-            ("qk_norm", spec.qk_norm == "none", "latent attention has its own norms"),
-            ("rope_dims", spec.rope_dims < spec.d_head_qk, "latent attention needs unrotated (nope) dims"),
-            ("kv_lora_rank", spec.kv_lora_rank <= spec.d_model, "must be <= d_model"),
-            ("q_lora_rank", spec.q_lora_rank <= spec.d_model, "must be <= d_model"),
-        ):
-            if not ok:
-                raise SpecError(name, why)
-        u, r_kv = spec.d_head_qk - spec.rope_dims, spec.kv_lora_rank
-        if max(u, spec.d_head_v) > min(r_kv, spec.q_lora_rank or spec.d_model, spec.d_model):
-            raise SpecError("kv_lora_rank", "latent attention is modelled for nope and value head sizes <= the ranks")
-        if spec.n_heads * (u + spec.d_head_v) < r_kv or (spec.q_lora_rank > spec.n_heads * spec.d_head_qk):
-            raise SpecError("kv_lora_rank", "a rank above what the heads read back is not modelled")
+    out |= checked_latent(spec)  # latent attention, its shared key and indexer (attnid.layer.spec_latent)
     out |= checked_gates(spec)  # gate function, gate bias, differential attention (attnid.layer.spec_gates)
     return out | checked_cross(spec)
 
@@ -197,7 +183,7 @@ def checked_llama4_gemma4(spec) -> dict:
 
 
 def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
-    """q/k norm gains (and LayerNorm shifts), sink logits: after the plain blocks."""
+    """q/k norm gains (and LayerNorm shifts), sink logits, gates, a sparse-attention indexer: after the plain blocks."""
     H, G, k = spec.n_heads, spec.n_kv_heads, spec.d_head_qk
     extra = {}
     if spec.qk_norm in ("rms_head", "layernorm_head", "rms_head_rotated"):
@@ -214,20 +200,4 @@ def variant_block_shapes(spec) -> dict[str, tuple[int, ...]]:
         extra["W_G"] = (H, spec.d_model, spec.d_head_v)
     if spec.output_gate == "head":
         extra["W_G"] = (H, spec.d_model)
-    return extra | gated_block_shapes(spec)
-
-
-def latent_block_shapes(spec) -> dict[str, tuple[int, ...]]:
-    """Multi-head latent attention: query (full or down W_DQ, RMSNorm gain, up W_UQ), key/value down
-    W_DKV with its RMSNorm gain, the shared RoPE key W_KR, up-projections W_UK (nope dims) and W_UV, W_O."""
-    d, H, k, v, p = spec.d_model, spec.n_heads, spec.d_head_qk, spec.d_head_v, spec.rope_dims
-    r_q, r_kv = spec.q_lora_rank, spec.kv_lora_rank
-    query = {"W_DQ": (d, r_q), "gain_DQ": (r_q,), "W_UQ": (H, r_q, k)} if r_q else {"W_Q": (H, d, k)}
-    return query | {
-        "W_DKV": (d, r_kv),
-        "gain_DKV": (r_kv,),
-        "W_KR": (d, p),
-        "W_UK": (H, r_kv, k - p),
-        "W_UV": (H, r_kv, v),
-        "W_O": (H, v, d),
-    }
+    return extra | gated_block_shapes(spec) | indexer_block_shapes(spec)

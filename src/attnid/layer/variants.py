@@ -7,7 +7,10 @@ layer applies them, with H query heads, G key/value groups, k = d_head_qk, v = d
                       c_Q = rms(X W_DQ) * gain_DQ, Q_h = c_Q W_UQ^h (or X W_Q^h without q_lora_rank);
                       c_KV = rms(X W_DKV) * gain_DKV, K_h = [X W_KR, c_KV W_UK^h], V_h = c_KV W_UV^h.
                       The RoPE dims come first in Q_h and K_h, so the layer's RoPE rotates them;
-                      X W_KR is one key shared by all heads.
+                      X W_KR is one key shared by all heads (Kimi's: shared_key_dims, which RoPE leaves alone).
+                      An indexer's blocks (W_IQ, W_IK, ...) are not read: on T <= index_topk it keeps every key.
+                      shared_key_norm (Dots3-Note): X W_KR -> rms(X W_KR) * gain_KR before RoPE.
+                      raw_latent_query (A.X-K2): Q_h = [c_Q, X W_DQ] W_UQ^h, and the output gate reads [c_Q, X W_DQ].
     normalize_qk      q/k norms (before RoPE; rms_head_rotated and rms_plain after it):
                       rms(z) = z / sqrt(mean(z^2) + eps);
                       rms_head, rms_head_rotated: rms over each head's k dims, one gain (k,) shared by all heads;
@@ -42,20 +45,28 @@ def _rms(z: torch.Tensor, eps: float) -> torch.Tensor:
     return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def latent_qkv(x: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Q (B, H, T, k), K (B, H, T, k), V (B, H, T, v) of multi-head latent attention (RoPE dims first)."""
-    eps, p = spec.norm_eps, spec.rope_dims
+def latent_qkv(x: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q (B, H, T, k), K (B, H, T, k), V (B, H, T, v) of multi-head latent attention (RoPE dims first), and what an
+    output gate reads: X (B, T, d), or the query latents [c_Q, X W_DQ] (B, T, 2 r_q) with raw_latent_query."""
+    eps, p = spec.norm_eps, spec.rope_dims + spec.shared_key_dims  # the shared key's dims, rotated or not
+    gate_input = x
     if "W_DQ" in w:
-        c_q = _rms(x @ w["W_DQ"], eps) * w["gain_DQ"]  # (B, T, r_q)
+        raw = x @ w["W_DQ"]  # (B, T, r_q)
+        c_q = _rms(raw, eps) * w["gain_DQ"]  # (B, T, r_q)
+        if spec.raw_latent_query:  # A.X-K2: the normed and the raw latent side by side
+            c_q = gate_input = torch.cat((c_q, raw), dim=-1)  # (B, T, 2 r_q)
         q = torch.einsum("btr,hrk->bhtk", c_q, w["W_UQ"])  # (B, H, T, k)
     else:
         q = torch.einsum("btd,hdk->bhtk", x, w["W_Q"])
     c_kv = _rms(x @ w["W_DKV"], eps) * w["gain_DKV"]  # (B, T, r_kv)
     k_nope = torch.einsum("btr,hru->bhtu", c_kv, w["W_UK"])  # (B, H, T, k - p)
-    k_rope = (x @ w["W_KR"])[:, None].expand(-1, spec.n_heads, -1, -1)  # (B, H, T, p): shared by the heads
+    k_rope = x @ w["W_KR"]  # (B, T, p or s)
+    if spec.shared_key_norm:  # Dots3-Note: an RMSNorm with a gain on it, before RoPE
+        k_rope = _rms(k_rope, eps) * w["gain_KR"]
+    k_rope = k_rope[:, None].expand(-1, spec.n_heads, -1, -1)  # (B, H, T, p or s): shared by the heads
     v = torch.einsum("btr,hrv->bhtv", c_kv, w["W_UV"])  # (B, H, T, v)
     q = torch.cat((q[..., k_nope.shape[-1] :], q[..., : k_nope.shape[-1]]), dim=-1) if p else q
-    return q, torch.cat((k_rope, k_nope), dim=-1), v
+    return q, torch.cat((k_rope, k_nope), dim=-1), v, gate_input
 
 
 def normalize_qk(q: torch.Tensor, k: torch.Tensor, w: dict, spec) -> tuple[torch.Tensor, torch.Tensor]:

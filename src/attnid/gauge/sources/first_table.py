@@ -80,7 +80,7 @@ def per_token_parts(point: Point, w: dict) -> dict[str, torch.Tensor]:
     att = {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}
     table = h + mlp(m, w, "layers.0.mlp", spec.layer_specs[0].mlp, spec.norm_eps)  # (V, d)
     if a.kv_lora_rank:
-        q, k, v = latent_qkv(x[None], att, a)  # (1, H, V, k), (1, H, V, k), (1, H, V, v)
+        q, k, v, _ = latent_qkv(x[None], att, a)  # (1, H, V, k), (1, H, V, k), (1, H, V, v)
     else:
         q = torch.einsum("td,hdk->htk", x, att["W_Q"])[None]
         k = torch.einsum("td,gdk->gtk", x, att["W_K"])[None]

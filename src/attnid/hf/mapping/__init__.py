@@ -46,6 +46,13 @@ each fact with where it comes from. Adding a family is one module here (and its 
     diffllama  DiffLlama: differential attention (layers only)
     seq2seq    the decoders of encoder-decoder models: BART, mBART, PLBart, MVP, Blenderbot (+ small), BigBird-Pegasus,
                Marian, Pegasus, TrOCR, Whisper, MusicGen (self- and cross-attention), MusicGen-Melody (layers only)
+    sparse     DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, A.X-K2: latent attention with DeepSeek sparse attention's indexer (its
+               parameters unidentified, counted on T <= index_topk; layers only)
+    dots       Dots3-Note's text model (latent attention with a normed shared key, a gate per head, the indexer,
+               sliding layers of their own sizes; layers only)
+    minimax_m3 MiniMax-M3's text model (per-head q/k norms; its sparse layers' block indexer: layers only)
+    latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
+               head): their latent-attention layers only (layers only)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

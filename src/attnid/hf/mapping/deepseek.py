@@ -27,7 +27,7 @@ DENSE_TYPES = ("youtu", "minicpm3")
 TIED_DEFAULTS = ("youtu", "minicpm3")
 
 
-def _latent_attention(cfg: dict, mt: str) -> AttentionSpec:
+def latent_attention(cfg: dict, mt: str) -> AttentionSpec:
     d, H = read_int(cfg, "hidden_size"), read_int(cfg, "num_attention_heads")
     nope, p = read_int(cfg, "qk_nope_head_dim"), read_int(cfg, "qk_rope_head_dim", minimum=0)
     v = read_int(cfg, "v_head_dim", default=d // H if mt == "minicpm3" else None)
@@ -39,7 +39,7 @@ def _latent_attention(cfg: dict, mt: str) -> AttentionSpec:
     )  # fmt: skip
 
 
-def _fields(cfg: dict, mt: str, not_modelled: list) -> dict:
+def latent_fields(cfg: dict, mt: str, not_modelled: list) -> dict:
     eps_default = 1e-5 if mt in ("minicpm3", "glm4_moe_lite") else 1e-6
     return {
         "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": read_float(cfg, "rms_norm_eps", default=eps_default),
@@ -51,7 +51,7 @@ def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     if mt in CLASS_OF:
         mt, defaults = CLASS_OF[mt]
         cfg = {**defaults, **{k: v for k, v in cfg.items() if v is not None}}
-    attention = _latent_attention(cfg, mt)
+    attention = latent_attention(cfg, mt)
     n_layers = read_int(cfg, "num_hidden_layers")
     activation = read_str(cfg, "hidden_act", default="silu")
     dense = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(activation, True))
@@ -63,7 +63,7 @@ def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     else:
         sparse = routed_layers({k: v for k, v in cfg.items() if k != "mlp_layer_types"}, n_layers, 0)
     layers = [LayerSpec(attention, routed if moe else dense) for moe in sparse]
-    return layers, _fields(cfg, mt, not_modelled)
+    return layers, latent_fields(cfg, mt, not_modelled)
 
 
 def dense_latent(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
@@ -71,9 +71,9 @@ def dense_latent(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     for key in ("scale_emb", "scale_depth", "dim_model_base"):
         if read_float(cfg, key, default=1.0) == 0:
             raise SpecError(key, "0 makes the model constant: not modelled")
-    attention = _latent_attention(cfg, mt)
+    attention = latent_attention(cfg, mt)
     mlp = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="silu"), True))
-    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), _fields(cfg, mt, [])
+    return [LayerSpec(attention, mlp)] * read_int(cfg, "num_hidden_layers"), latent_fields(cfg, mt, [])
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, deepseek), **dict.fromkeys(DENSE_TYPES, dense_latent)}

@@ -12,6 +12,8 @@ modeling_<type>.py, and its config class):
                       key_multiplier, a nonzero constant absorbed by W_K), muP multipliers around both
     lfm2              gated short convolutions (Lfm2ShortConv); Lfm2Attention (no biases, per-head q/k RMSNorm) in
                       the layers layer_types (else full_attn_idxs) names
+    lfm2_moe          LFM2's layers (Lfm2MoeAttention = Lfm2Attention) with experts, where layer_types says;
+                      Lfm2MoeConfig names none by default (its model does not build): DEFAULT_GAPS
     lfm3              LFM2's convolutions; Lfm3Attention (Qwen3's: per-head q/k RMSNorm, attention_bias) with a
                       sigmoid gate per head (g_proj, use_attention_gate), full and sliding layers by layer_types;
                       RoPE per layer type, the full layers' "proportional" RoPE rotating int(f k / 2) planes at
@@ -55,6 +57,7 @@ OTHER_LAYERS = {
     "bamba": ("Mamba-2 layers", "attn_layer_indices"),
     "falcon_h1": ("a Mamba-2 mixer in parallel with every attention layer, muP multipliers", "model_type"),
     "lfm2": ("gated short-convolution layers", "layer_types"),
+    "lfm2_moe": ("gated short-convolution layers, experts after the first num_dense_layers", "layer_types"),
     "lfm3": ("gated short-convolution layers, sandwich norms", "layer_types"),
     "nemotron_h": ("Mamba-2, MLP and expert layers", "layers_block_type"),
     "recurrent_gemma": ("RG-LRU recurrent blocks", "block_types"),
@@ -64,11 +67,12 @@ OTHER_LAYERS = {
     **dict.fromkeys(QWEN_GATED, ("Gated DeltaNet (linear attention) layers, experts where the config has them",
                                  "layer_types")),
 }  # fmt: skip
-QK_NORM = {**dict.fromkeys(("lfm2", "lfm3", "lara_mini", *QWEN_GATED), "rms_head"), "olmo_hybrid": "rms_all"}
+QK_NORM = {**dict.fromkeys(("lfm2", "lfm2_moe", "lfm3", "lara_mini", *QWEN_GATED), "rms_head"),
+           "olmo_hybrid": "rms_all"}
 EPS = {"jamba": 1e-6, "recurrent_gemma": 1e-6, "olmo_hybrid": 1e-6, "lara_mini": 1e-6, "qwen3_next": 1e-6}
 NO_ROPE = ("jamba", "nemotron_h")
 ROTARY_DEFAULTS = {"bamba": 0.5, "recurrent_gemma": 0.5, **dict.fromkeys(QWEN_GATED, 0.25)}
-TIED_DEFAULTS = ("lfm2", "lfm3", "recurrent_gemma", "lara_mini")
+TIED_DEFAULTS = ("lfm2", "lfm2_moe", "lfm3", "recurrent_gemma", "lara_mini")
 
 
 def _index_list(cfg: dict, key: str, n_layers: int) -> list[int]:
@@ -111,6 +115,8 @@ def layer_kinds(cfg: dict, mt: str) -> list[str]:
     if mt == "recurrent_gemma":
         blocks = _listed_types(cfg, "block_types", None) if cfg.get("block_types") else ["recurrent", "recurrent", "attention"]
         return ["sliding_attention" if b == "attention" else b for b in (blocks * n_layers)[:n_layers]]
+    if mt == "lfm2_moe" and cfg.get("layer_types") is None:  # Lfm2MoeConfig has no default: its model fails to build
+        raise SpecError("layer_types", "missing: Lfm2MoeConfig names no layer kinds by default (its model needs them)")
     if mt == "lfm2" and cfg.get("layer_types") is None:
         indices = _index_list(cfg, "full_attn_idxs", n_layers) if cfg.get("full_attn_idxs") is not None else None
         return ["full_attention" if indices is None or i in indices else "conv" for i in range(n_layers)]
@@ -142,7 +148,7 @@ def _rotated(cfg: dict, mt: str, k: int, kind: str) -> tuple[int, float]:
 
 
 def _biases(cfg: dict, mt: str) -> str:
-    if mt in ("jamba", "lfm2", "nemotron_h", "minimax"):
+    if mt in ("jamba", "lfm2", "lfm2_moe", "nemotron_h", "minimax"):
         return ""  # bias=False in code
     biased = read_flag(cfg, "attention_bias", False)
     if mt == "recurrent_gemma":
@@ -237,13 +243,6 @@ MAPPERS = dict.fromkeys(OTHER_LAYERS, hybrid_family)
 TINY_LAYERS = dict.fromkeys(OTHER_LAYERS, tiny_layers)
 # hybrids examined and not mapped: what the description cannot express (their modeling files)
 REFUSED = {
-    "kimi_linear": "hybrid: Kimi Delta Attention (linear) layers; its latent attention (KimiLinearAttention, MLA)"
-    " applies no rotary embedding, so the key dims shared by all heads (k_rot) are unrotated, which the latent count"
-    " does not model; experts",
-    "bailing_hybrid": "hybrid: linear delta-attention layers; its latent attention (BailingHybridAttention) every"
-    " layer_group_size-th layer has an output gate, which the latent count does not model; experts",
-    "lfm2_moe": "hybrid: gated short-convolution layers with softmax attention where layer_types says; the config"
-    " class names no layer_types by default (its model then fails to build); experts",
     "zamba": "hybrid: Mamba layers with one shared attention-and-MLP block applied every attn_layer_period-th layer"
     " to [hidden, embeddings] (a 2d-wide input, weights shared across uses): not described",
     "zamba2": "hybrid: Mamba-2 layers with shared attention blocks applied to [hidden, embeddings] at"
@@ -257,4 +256,10 @@ REFUSED = {
 # attention layers to count (`attnid.hf.coverage.default_config`): BambaConfig names no attention layer
 # (attn_layer_indices None: every layer Mamba-2), though every published Bamba has some (ibm-ai-platform/Bamba-9B,
 # config.json: attn_layer_indices [9, 18, 27]).
-DEFAULT_GAPS = {"bamba": {"attn_layer_indices": [9, 18, 27]}}
+# Lfm2MoeConfig names no layer_types (its model then fails to build) and no published LFM2-MoE config is stored:
+# transformers' own test of the class (tests/models/lfm2_moe/test_modeling_lfm2_moe.py, Lfm2MoeModelTester) builds it
+# with layer_types ["full_attention", "conv"]; the default's 32 layers cycle that pair.
+DEFAULT_GAPS = {
+    "bamba": {"attn_layer_indices": [9, 18, 27]},
+    "lfm2_moe": {"layer_types": ["full_attention", "conv"] * 16},
+}

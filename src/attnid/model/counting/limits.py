@@ -14,7 +14,8 @@ wrong number. The ranges:
   before pre-LN blocks other than BLOOM's (LayerNorm, a final norm, no learned positions, sequential) or
   NanoChat's (RMSNorm without a gain);
 * latent attention outside pre-LN sequential RMSNorm blocks with RoPE or no positions, or reading
-  fewer tokens than its rank;
+  fewer tokens than its rank; with an unrotated shared key, a query reading the raw latent, an indexer, an output
+  gate or sinks (attnid.layer.spec_latent): counted layer by layer only;
 * mixtures of experts outside pre-LN sequential blocks, or with expert biases behind a LayerNorm (a parallel
   block, or a LayerNorm's centring, would meet the routed constants in ways not derived);
 * fixed sinusoidal positions outside pre-LN blocks with input norms, gains and a final norm, or with an
@@ -127,6 +128,11 @@ def _check_latent(spec) -> None:
     ):
         if not ok:
             raise SpecError(field, f"{where}: {why}")
+    for i, a in latent:  # attnid.layer.spec_latent's variants and gates beside the latents: per layer only
+        for field, on in (("shared_key_dims", a.shared_key_dims), ("raw_latent_query", a.raw_latent_query),
+                          ("index_topk", a.index_topk), ("output_gate", a.output_gate != "none"), ("sinks", a.sinks)):
+            if on:
+                raise SpecError(field, f"layer {i}: latent attention with {field} is counted layer by layer only")
     ranks = max(max(a.kv_lora_rank, a.q_lora_rank) for _, a in latent)
     if spec.vocab_size < ranks:
         raise SpecError("vocab_size", f"{spec.vocab_size} is below the latent rank {ranks}: not modelled")
