@@ -21,6 +21,7 @@ from attnid.hf.tiny import tiny_config
 from attnid.jacobian import RANK_RTOL, input_sizing, numerical_rank, tall_svdvals
 from attnid.jacobian.verification import verify
 from attnid.layer.counting import count
+from attnid.layer.counting_variants import EXAMPLE_SHAPE, EXAMPLE_VARIANTS
 from attnid.layer.forward import attention
 from attnid.layer.layout import Layout
 from attnid.layer.spec import AttentionSpec
@@ -99,6 +100,7 @@ OWN_CROSS = [
     AttentionSpec(6, 4, 2, d_head_qk=3, biases="qvo", d_cross=5),
     AttentionSpec(7, 1, d_head_qk=4, d_head_v=1, biases="o", d_cross=9),
     AttentionSpec(5, 3, 1, d_head_qk=4, d_head_v=6, biases="qk", d_cross=2),
+    AttentionSpec(**{**EXAMPLE_SHAPE, **EXAMPLE_VARIANTS["cross"]}),  # the paper's example (\\VariantCross)
 ]
 
 

@@ -22,7 +22,7 @@ values = {
     "HfWeakSigmaMax": scientific(df["weak_sigma_max"].max()),
 }
 for name, fields in EXAMPLE_VARIANTS.items():
-    counts = count(AttentionSpec(**EXAMPLE_SHAPE, **fields))
+    counts = count(AttentionSpec(**{**EXAMPLE_SHAPE, **fields}))  # a variant may replace a field of the shape
     values[macro_name("Variant", name)] = str(counts.unidentified)
     if counts.weakly_identified:
         values[macro_name("VariantWeak", name)] = str(counts.weakly_identified)

@@ -202,4 +202,5 @@ EXAMPLE_VARIANTS = {
     "gate_head": {"output_gate": "head"},
     "gate_element_biases": {"biases": "qkvo", "output_gate": "element"},
     "gate_head_biases": {"biases": "qkvo", "output_gate": "head"},
+    "cross": {"causal": False, "rope_dims": 0, "biases": "qkvo", "d_cross": 24},  # no mask, no RoPE across streams
 }
