@@ -100,7 +100,7 @@ OWN_CROSS = [
     AttentionSpec(6, 4, 2, d_head_qk=3, biases="qvo", d_cross=5),
     AttentionSpec(7, 1, d_head_qk=4, d_head_v=1, biases="o", d_cross=9),
     AttentionSpec(5, 3, 1, d_head_qk=4, d_head_v=6, biases="qk", d_cross=2),
-    AttentionSpec(**{**EXAMPLE_SHAPE, **EXAMPLE_VARIANTS["cross"]}),  # the paper's example (\\VariantCross)
+    AttentionSpec(**{**EXAMPLE_SHAPE, **EXAMPLE_VARIANTS["cross"]}),  # the paper's example (VariantCross)
 ]
 
 
