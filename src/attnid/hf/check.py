@@ -41,6 +41,7 @@ from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, ta
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
 from .mapping import model_spec
+from .mapping.wrappers import TEXT_CLASSES, tower_modules
 from .tiny import POSITIONS, tiny_config
 
 ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
@@ -55,12 +56,13 @@ MIN_EPS = 1e-6
 # unidentified at every eps, a weak one is resolved.
 EPS_STEP, MAX_EPS = 100.0, 1e-2
 def real_class(cfg: dict) -> str:
-    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM)."""
+    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM; Emu3's
+    text model: its wrapper's causal LM, `attnid.hf.mapping.wrappers.TEXT_CLASSES`)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
-    if mt in ENCODERS:
-        return ENCODERS[mt]
+    if mt in ENCODERS or mt in TEXT_CLASSES:
+        return {**ENCODERS, **TEXT_CLASSES}[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise SpecError("model_type", f"{mt!r}: transformers registers no causal LM class for it")
     return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
@@ -69,12 +71,10 @@ def real_class(cfg: dict) -> str:
 def meta_params(cls_name: str, tiny: dict) -> int:
     """How many parameters the class `cls_name` has when built from the config mapping `tiny` (on the meta
     device: no memory, no weights drawn; tied weights counted once)."""
-    import transformers
-
-    from ..model.real import real_config
+    from ..model.real import instantiate, real_config
 
     with torch.device("meta"):
-        model = getattr(transformers, cls_name)(real_config(tiny))
+        model = instantiate(cls_name, real_config(tiny))
     return sum(p.numel() for p in model.parameters())
 
 
@@ -102,11 +102,20 @@ def _refuse_if_large(cls_name: str, tiny: dict) -> None:
 LINEAR_ATTENTION = ("LightningAttention", "DeltaAttention")
 
 
-def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """(name, module) of each block's softmax attention, in order: the outermost submodules whose class name ends in
-    'Attention' and names no linear attention (LINEAR_ATTENTION)."""
-    found = []
+def text_modules(model: torch.nn.Module):
+    """(name, module) of every submodule of the model that is no part of a multimodal wrapper's towers
+    (`attnid.hf.mapping.wrappers.tower_modules`): its text model's."""
+    towers = tower_modules(model.config.model_type)
     for name, module in model.named_modules():
+        if not any(name == t or name.startswith(f"{t}.") for t in towers):
+            yield name, module
+
+
+def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """(name, module) of each block's softmax attention in the text model, in order: the outermost submodules whose
+    class name ends in 'Attention' and names no linear attention (LINEAR_ATTENTION)."""
+    found = []
+    for name, module in text_modules(model):
         if any(name.startswith(f"{outer}.") for outer, _ in found):
             continue
         cls = type(module).__name__
@@ -123,8 +132,8 @@ def _spread_positions(model, layer: int, kwargs: dict, x, ids) -> None:
         kwargs["position_ids"] = ids
     if kwargs.get("position_embeddings") is None:
         return
-    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
-    types = getattr(model.config, "layer_types", None)
+    rotary = [m for _, m in text_modules(model) if type(m).__name__.endswith("RotaryEmbedding")]
+    types = getattr(model.config.get_text_config(), "layer_types", None)
     with KeepFloat64():
         if "layer_type" in inspect.signature(rotary[0].forward).parameters and types:
             kwargs["position_embeddings"] = rotary[0](x, ids, types[layer])

@@ -65,15 +65,9 @@ REASONS: dict[str, str] = {
     "blt": "cross-attention: Byte Latent Transformer: byte-level local encoder and decoder cross-attend to the patches of a global model",
     "mllama": "cross-attention: Llama text layers interleaved with gated cross-attention layers (cross_attention_layers) to image states",
     # a vision or audio tower inside the registered class
-    "fuyu": "multimodal: FuyuForCausalLM reads image patches through a linear patch embedding (vision_embed_tokens) into Persimmon",
-    "gemma3": "multimodal: Gemma3ForConditionalGeneration holds a SigLIP tower and projector; its text_config maps (as gemma3_text)",
-    "gemma3n": "multimodal: Gemma3nForConditionalGeneration holds vision and audio towers around Gemma-3n's text model",
-    "gemma4": "multimodal: Gemma4ForConditionalGeneration holds vision and audio towers; its text_config maps (as gemma4_text)",
-    "gemma4_unified": "multimodal: Gemma4UnifiedForConditionalGeneration holds vision and audio encoders; its text_config maps",
+    "gemma3n": "multimodal: Gemma3nForConditionalGeneration's vision tower is a timm model (TimmWrapperModel: no local code builds it without timm) around Gemma-3n's text model",
     "git": "multimodal: GitForCausalLM holds a CLIP vision encoder whose image tokens its BERT-like decoder attends to",
-    "got_ocr2": "multimodal: GotOcr2ForConditionalGeneration holds a SAM-style vision encoder and projector around Qwen2",
     "moss_transcribe_diarize": "multimodal: an audio tower and projector around a text model (MossTranscribeDiarizeForConditionalGeneration)",
-    "phi4_multimodal": "multimodal: Phi4MultimodalModel embeds image and audio features (embed_tokens_extend) into Phi-3's decoder",
     # multimodal rotary positions
     "cohere_compass_text": "M-RoPE: Cohere-2's layers with Qwen3-VL's interleaved multimodal rotary (mrope_section) per layer type",
     # softmax attention with a variant the count does not model
@@ -119,7 +113,6 @@ REASONS: dict[str, str] = {
     "cwm": f"not yet mapped: {_LLAMA} with sliding-window and full layers (layer_types) and llama3 rotary scaling",
     "dbrx": "not yet mapped: GQA with a fused, clamped Wqkv (clip_qkv) in bias-free LayerNorm blocks; softmax top-k experts, p-norm weights",
     "dots1": f"not yet mapped: Qwen3's attention (per-head q/k RMSNorm) with DeepSeek-V3's blocks and {_DSV3_ROUTER}",
-    "emu3": f"not yet mapped: Emu3's text model is {_LLAMA} (Emu3Config wraps it with a VQ-VAE image tokenizer)",
     "ernie4_5": f"not yet mapped: {_LLAMA} with use_bias on q/k/v/o and the MLP",
     "ernie4_5_moe": "not yet mapped: Ernie-4.5's block with softmax experts (selection corrected by moe_statics) in an interval of layers",
     "exaone": f"not yet mapped: LlamaForCausalLM under its own config class (ExaoneConfig, {_LLAMA}'s keys)",

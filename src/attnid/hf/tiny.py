@@ -14,7 +14,7 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
+from .mapping import TEXT_MODELS, TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
@@ -69,10 +69,19 @@ def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
 
 
 def tiny_config(cfg: dict) -> dict:
-    """The config shrunk to the self-check's size, with the same flags (module docstring)."""
-    from .modules import _modern_keys
+    """The config shrunk to the self-check's size, with the same flags (module docstring); a multimodal wrapper's
+    text model shrunk so, its towers by its family (`attnid.hf.mapping.wrappers.tiny_wrapper`)."""
+    from .mapping.wrappers import tiny_wrapper
 
     mt = model_type(cfg)
+    tiny = _tiny_text(cfg, mt)
+    return tiny_wrapper(cfg, mt, tiny) if mt in TEXT_MODELS else tiny
+
+
+def _tiny_text(cfg: dict, mt: str) -> dict:
+    """The text model's keys of a config of mapped type `mt`, shrunk (module docstring)."""
+    from .modules import _modern_keys
+
     cfg = _modern_keys({k: v for k, v in text_config(cfg).items() if not k.startswith("_")})
     cfg["model_type"] = "gemma3_text" if mt == "gemma3_text" else cfg["model_type"]
     spec = model_spec(cfg)
@@ -98,7 +107,7 @@ def tiny_config(cfg: dict) -> dict:
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
         # a partly rotated head keeps four dims at least, so that half of it is one whole plane
         tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
-    if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
+    if isinstance(tiny.get("rope_parameters"), dict) and 0 < (tiny["rope_parameters"].get("partial_rotary_factor") or 1) < 1:
         tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
     if a.kv_lora_rank:  # latent attention: head_dim names the rotary dims, qk_head_dim the query/key head
         if "head_dim" in tiny or "head_dim" in defaults:
@@ -120,8 +129,8 @@ def tiny_config(cfg: dict) -> dict:
     for key in ("sliding_window", "window_size", "attention_window_size"):  # GPT-Neo's, RecurrentGemma's
         if tiny.get(key):
             tiny[key] = WINDOW
-    if mt in TINY_LAYERS:  # a hybrid: its blocks are the attention layers only; its family picks the model's layers
-        tiny.update(TINY_LAYERS[mt](cfg, mt))
+    if cfg["model_type"] in TINY_LAYERS:  # a hybrid: its blocks are the attention layers only; its family picks
+        tiny.update(TINY_LAYERS[cfg["model_type"]](cfg, cfg["model_type"]))  # the model's layers
         _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
         return tiny
     _shrink_layers(tiny, cfg, defaults, spec, H)

@@ -7,8 +7,8 @@ of its family (every module here that defines MAPPERS = {model_type: mapper}; a 
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
 does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
 `.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
-{model_type: keys} fills what a config class leaves None though its model class needs it), each fact with where
-it comes from. Adding a family is one module here (and its tests):
+{model_type: keys} fills what a config class leaves None though its model class needs it; TEXT_MODELS = {wrapper:
+text model type} names a multimodal wrapper's text model), each fact with where it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
@@ -37,6 +37,9 @@ it comes from. Adding a family is one module here (and its tests):
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
                per head, Beam's gate bias): their attention layers (layers only)
     diffllama  DiffLlama: differential attention (layers only)
+    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal: multimodal wrappers whose text model a
+               family maps (layers only: the towers named); Emu3, whose causal LM is its text model (TEXT_MODELS: a
+               wrapper -> its text model's type, read by `text_config` and `model_type`)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
@@ -81,6 +84,7 @@ MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
+TEXT_MODELS = _family_mappers("TEXT_MODELS")  # a multimodal wrapper -> its text model's type (`.wrappers`)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -103,16 +107,20 @@ def load_config(path) -> dict:
 
 
 def text_config(cfg: dict) -> dict:
-    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`."""
+    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config` (its model type,
+    where the section names none, the one its wrapper's family names: TEXT_MODELS)."""
     if isinstance(cfg.get("text_config"), dict):
-        return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+        outer = cfg.get("model_type")
+        return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", TEXT_MODELS.get(outer, outer))}
     return cfg
 
 
 def model_type(cfg: dict) -> str:
-    """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
-    mt = read_str(text_config(cfg), "model_type")
-    mt = "gemma3_text" if mt == "gemma3" else mt
+    """The config's model type as the mapping names it: a mapped wrapper's own (TEXT_MODELS), else its text model's
+    (`text_config`); refused when not mapped."""
+    mt = cfg.get("model_type")
+    if mt not in TEXT_MODELS:
+        mt = read_str(text_config(cfg), "model_type")
     if mt in REFUSED:
         raise SpecError("model_type", f"{mt!r} is not mapped: {REFUSED[mt]}")
     if mt not in MAPPERS:
@@ -120,13 +128,21 @@ def model_type(cfg: dict) -> str:
     return mt
 
 
+def _mapped(cfg: dict) -> tuple[str, list, dict]:
+    """(model type, blocks, ModelSpec fields) of a config: a wrapper's family reads the whole config, the others
+    their text model's keys."""
+    mt = model_type(cfg)
+    layers, fields = MAPPERS[mt](cfg if mt in TEXT_MODELS else text_config(cfg), mt)
+    return mt, layers, fields
+
+
 def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     """The ModelSpec of a config mapping, used on seq_len positions (default: the config's maximum; 2048
     for a model without learned positions that names none; the class default for learned ones)."""
-    mt = model_type(cfg)
+    model_type(cfg)
+    refuse_if(text_config(cfg), "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
+    _, layers, fields = _mapped(cfg)
     cfg = text_config(cfg)
-    refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
-    layers, fields = MAPPERS[mt](cfg, mt)
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     unread = fields.pop("unread_position_rows", 0)  # rows of the table no token of a full sequence reads
     if seq_len is None:
@@ -146,5 +162,4 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
 def unread_position_rows(cfg: dict) -> int:
     """Rows of a config's learned position table that no token of a sequence of the longest length reads
     (RoBERTa's first padding_idx + 1: its real tokens' position ids start there), 0 for most types."""
-    mt = model_type(cfg)
-    return MAPPERS[mt](text_config(cfg), mt)[1].get("unread_position_rows", 0)
+    return _mapped(cfg)[2].get("unread_position_rows", 0)

@@ -44,7 +44,8 @@ models/<type>/modular_<type>.py, else modeling_<type>.py):
     eps          rms_norm_eps, else the class default (EPS_DEFAULTS); EXAONE's layer_norm_epsilon
     tied         tie_word_embeddings, class default true for Gemma, VaultGemma, ERNIE-4.5, SmolLM3, Granite-SWA
 
-Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
+Emu3's text model (emu3_text_model, Emu3TextModel) is LlamaModel with a dropout after each sublayer (the identity in
+eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
 EXAONE (3.x), InternLM-3 and IQuestCoder are built as LlamaForCausalLM from their own config classes (whose
 attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_function).
 """
@@ -79,7 +80,7 @@ QKV_ONLY = {"helium": False, "glm": True, "glm4": True}  # attention_bias on q, 
 EPS_DEFAULTS = {
     **dict.fromkeys(("olmo2", "olmo3", "gpt_oss", "phi3", "mixtral", "arcee", "apertus", "exaone", "exaone4"), 1e-5),
     **dict.fromkeys(("ernie4_5", "internlm3", "iquestcoder", "hunyuan_v1_dense", "cwm", "ministral3"), 1e-5),
-    **dict.fromkeys(("granite_swa", "bitnet"), 1e-5), "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
+    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
 }  # fmt: skip
 TIED_DEFAULTS = ("gemma", "gemma2", "gemma3_text", "vaultgemma", "ernie4_5", "smollm3", "granite_swa")
 WINDOW_EVERY_LAYER = ("mistral", "mixtral", "phi3", "ministral3")
@@ -106,9 +107,9 @@ MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "olmo2",
     "phi3", "gpt_oss", "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3",
     "ministral", "ministral3", "internlm3", "iquestcoder", "hunyuan_v1_dense", "glm", "glm4", "cwm", "vaultgemma",
-    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet", "apertus1p5_text",
+    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet", "apertus1p5_text", "emu3_text_model",
 )  # fmt: skip
-BASE_TYPES = {"apertus1p5_text": "apertus"}  # a model type whose code is another's, with the keys that differ
+BASE_TYPES = {"apertus1p5_text": "apertus", "emu3_text_model": "llama"}  # a type whose code is another's
 
 
 def _biases(cfg: dict, mt: str) -> str:
@@ -235,7 +236,7 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     windows = _windows(cfg, mt, types)
     thetas = _thetas(cfg, mt, types, windows)
     biases = _biases(cfg, mt)
-    eps = read_float(cfg, "rms_norm_eps", default=EPS_DEFAULTS.get(mt, 1e-6))
+    eps = read_float(cfg, "rms_norm_eps", default=EPS_DEFAULTS.get(own_type, EPS_DEFAULTS.get(mt, 1e-6)))
     variant = _attention_variant(cfg, mt, eps)
     not_modelled: list = []
     if own_type == "apertus1p5_text" and read_int(cfg, "output_vocab_size", default=None) not in (
