@@ -113,13 +113,14 @@ def text_modules(model: torch.nn.Module):
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """(name, module) of each block's softmax attention in the text model, in order: the outermost submodules whose
-    class name ends in 'Attention' and names no linear attention (LINEAR_ATTENTION)."""
+    class name ends in 'Attention' (or 'MLA': LongCat-Flash's latent attention) and names no linear attention
+    (LINEAR_ATTENTION)."""
     found = []
     for name, module in text_modules(model):
         if any(name.startswith(f"{outer}.") for outer, _ in found):
             continue
         cls = type(module).__name__
-        if cls.endswith("Attention") and not cls.endswith(LINEAR_ATTENTION):
+        if cls.endswith(("Attention", "MLA")) and not cls.endswith(LINEAR_ATTENTION):  # LongcatFlashMLA
             found.append((name, module))
     return found
 
@@ -177,6 +178,9 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     x = torch.randn(sizing.batch, sizing.seq_len, spec.d_model, generator=gen, dtype=DTYPE)
     tokens = torch.randint(real_vocab(model), (sizing.batch, sizing.seq_len), generator=gen)
     args, kwargs = _captured_call(model, module, tokens)
+    for key in ("cache", "past_key_values"):  # a cache the model made anyway (XLM's) would grow with every call
+        if key in kwargs:
+            kwargs[key] = None
     if spec.rope_dims:  # spread positions turn the slow planes; the mask stays the contiguous one
         at = getattr(module, "layer_idx", layer)  # a hybrid's attention module sits in model layer layer_idx
         _spread_positions(model, at, kwargs, x, position_ids(spec, sizing, seed).long())

@@ -14,14 +14,14 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import TEXT_MODELS, TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
+from .mapping import TINY_KEYS, TINY_LAYERS, model_spec, model_type, text_config, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
 POSITIONS = 64  # the position range of a model without learned positions; no size the shrinker sets is above it
 # (keys, value): every key present in the config (or its class defaults) is set to the value
 FIXED = (
-    (("hidden_size", "n_embd", "d_model"), WIDTH),
+    (("hidden_size", "n_embd", "d_model", "emb_dim"), WIDTH),
     (("vocab_size",), VOCAB),
     (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (EXPERT_KEYS, EXPERT_WIDTH),
@@ -71,11 +71,11 @@ def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
 def tiny_config(cfg: dict) -> dict:
     """The config shrunk to the self-check's size, with the same flags (module docstring); a multimodal wrapper's
     text model shrunk so, its towers by its family (`attnid.hf.mapping.wrappers.tiny_wrapper`)."""
-    from .mapping.wrappers import tiny_wrapper
+    from .mapping.wrappers import TOWERS, tiny_wrapper
 
     mt = model_type(cfg)
     tiny = _tiny_text(cfg, mt)
-    return tiny_wrapper(cfg, mt, tiny) if mt in TEXT_MODELS else tiny
+    return tiny_wrapper(cfg, mt, tiny) if mt in TOWERS else tiny
 
 
 def _tiny_text(cfg: dict, mt: str) -> dict:
@@ -134,6 +134,7 @@ def _tiny_text(cfg: dict, mt: str) -> dict:
         _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
         return tiny
     _shrink_layers(tiny, cfg, defaults, spec, H)
+    tiny.update(TINY_KEYS.get(cfg["model_type"], {}))  # keys a family fixes in its tiny model (XLM's pad id)
     return _data_limited_table(tiny, spec)
 
 

@@ -25,7 +25,7 @@ from ..flat import FlatLayout
 from ..float64 import DTYPE, KeepFloat64
 from .forward import record_choice
 
-PAD_READS_POSITIONS = "_pad_reads_positions"  # a config mapping's flag: the class reads position ids from its pad id
+PAD_READS_POSITIONS = "_pad_reads_positions"  # a config mapping's flag: the class reads its pad id in its forward
 _COMMON = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 _LLAMA = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
           "num_key_value_heads": 1, "head_dim": 4, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}  # fmt: skip
@@ -258,9 +258,10 @@ def _token_ids_typed(model_type: str) -> dict:
 
 
 def _token_ids_read(cfg: dict) -> dict:
-    """The special token ids of the real config: none (_COMMON), except a pad token id that the class reads its
-    position ids from (RoBERTa: padding_idx; the config mapping says so by PAD_READS_POSITIONS, set by
-    `attnid.hf.tiny` from the family's `unread_position_rows`), which stays the config's."""
+    """The special token ids of the real config: none (_COMMON), except a pad token id that the class reads in its
+    forward (RoBERTa's position ids from padding_idx, XLM's sequence lengths; the config mapping says so by
+    PAD_READS_POSITIONS, set by `attnid.hf.tiny` from the family's `unread_position_rows` or TINY_KEYS), which stays
+    the config's."""
     if cfg.get(PAD_READS_POSITIONS) and cfg.get("pad_token_id") is not None:
         return {k: v for k, v in _COMMON.items() if k != "pad_token_id"}
     return _COMMON

@@ -83,6 +83,7 @@ def _family_refusals() -> dict:
 MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
+TINY_KEYS = _family_mappers("TINY_KEYS")  # model_type -> keys its tiny model fixes after shrinking (XLM: `.bert`)
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
 TEXT_MODELS = _family_mappers("TEXT_MODELS")  # a multimodal wrapper -> its text model's type (`.wrappers`)
 REFUSED = _family_refusals()

@@ -17,6 +17,8 @@ class holds (`transformers` 5.24, models/<type>/modeling_<type>.py, the class of
     phi4_multimodal  Phi4MultimodalForCausalLM: Phi-3's decoder (Phi4MultimodalConfig is Phi3Config: its own keys)
                      whose embedding holds a SigLIP image encoder and a Conformer audio encoder
                      (model.embed_tokens_extend)
+    moss_transcribe_diarize  MossTranscribeDiarizeForConditionalGeneration: model.language_model (text_config, Qwen3 by
+                     default), model.audio_tower (a Whisper-style encoder) and model.multi_modal_projector
     emu3             Emu3ForCausalLM is built from text_config alone (the auto class builds a class whose config
                      class is the text config's from that section, models/auto/auto_factory.py): the Llama model
                      of Emu3TextModel; the VQ-VAE image tokenizer is Emu3ForConditionalGeneration's, not this
@@ -34,7 +36,7 @@ from ...errors import SpecError
 # wrapper -> the model type of its text model where its config does not name one (the family that maps it)
 TEXT_MODELS = {
     "gemma3": "gemma3_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text", "got_ocr2": "qwen2",
-    "fuyu": "persimmon", "phi4_multimodal": "phi3", "emu3": "emu3_text_model",
+    "fuyu": "persimmon", "phi4_multimodal": "phi3", "emu3": "emu3_text_model", "moss_transcribe_diarize": "qwen3",
 }  # fmt: skip
 # a text model type that no causal LM registers, with the class its wrapper's config builds from that section
 # alone (Emu3ForCausalLM's config class is Emu3TextConfig)
@@ -58,6 +60,11 @@ TOWERS = {
         ("vision_config", ("model.embed_tokens_extend",), f"{_SIGLIP} and a Conformer audio encoder in the embedding"),
     ),
     "emu3": (),
+    "moss_transcribe_diarize": (
+        ("audio_config", ("model.audio_tower", "model.multi_modal_projector"), "an audio encoder and projector"),
+    ),
+    # GIT's text decoder is its own (attnid.hf.mapping.bert), beside the towers named here for the self-check
+    "git": (("vision_config", ("git.image_encoder", "git.visual_projection"), "a CLIP vision encoder and projection"),),
 }
 TOWERS["gemma4_unified"] = TOWERS["gemma4"]
 
@@ -109,16 +116,20 @@ TINY_TOWERS = {
                          "input_size": 8, "bias_max_distance": 8},
     },
     "emu3": {},
+    "moss_transcribe_diarize": {"audio_config": {"num_mel_bins": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                 "intermediate_size": 16, "hidden_size": 8, "max_source_positions": 8}},
+    "git": {"vision_config": _TINY_SIGLIP},
 }
 TINY_TOWERS["gemma4_unified"] = TINY_TOWERS["gemma4"]
 
 
 def tiny_wrapper(cfg: dict, mt: str, tiny_text: dict) -> dict:
-    """The self-check's tiny config of a wrapper: its text model's keys shrunk (`tiny_text`, by attnid.hf.tiny) in
-    their place and its towers at TINY_TOWERS's size."""
-    out = dict(tiny_text) if mt in FLAT else {k: v for k, v in cfg.items() if not k.startswith("_")}
+    """The self-check's tiny config of a type with towers (TOWERS): its text model's keys shrunk (`tiny_text`, by
+    attnid.hf.tiny) in their place and its towers at TINY_TOWERS's size."""
+    nested = mt in TEXT_MODELS and mt not in FLAT
+    out = {k: v for k, v in cfg.items() if not k.startswith("_")} if nested else dict(tiny_text)
     out["model_type"] = mt
-    if mt not in FLAT:
+    if nested:
         out["text_config"] = tiny_text
     for key, value in TINY_TOWERS[mt].items():
         out[key] = {**(out.get(key) or {}), **value} if isinstance(value, dict) else value
