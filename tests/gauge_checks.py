@@ -7,6 +7,7 @@ import torch
 from attnid.float64 import KeepFloat64
 from attnid.gauge import Gauge
 from attnid.hf.check import real_class
+from attnid.hf.mapping import text_config
 from attnid.model.real import SEQ_LEN, build_real_model
 
 
@@ -29,7 +30,7 @@ def gauge_spans_the_count(tiny: dict, count: int) -> None:
     u = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) for n, p in model.named_parameters()}
     pu = g.project(u)
     names = [n for n, _ in model.named_parameters()]
-    tokens = torch.randint(tiny["vocab_size"], (4, SEQ_LEN), generator=gen)
+    tokens = torch.randint(text_config(tiny)["vocab_size"], (4, SEQ_LEN), generator=gen)
 
     def logits(*values):
         with KeepFloat64():

@@ -42,6 +42,7 @@ from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, ta
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
 from .mapping import DECODER_SECTIONS, model_spec
+from .mapping.wrappers import TEXT_CLASSES, tower_modules
 from .tiny import POSITIONS, tiny_config
 
 ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
@@ -56,14 +57,15 @@ MIN_EPS = 1e-6
 # unidentified at every eps, a weak one is resolved.
 EPS_STEP, MAX_EPS = 100.0, 1e-2
 def real_class(cfg: dict) -> str:
-    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM; a
-    composite config's decoder section, MusicGen's: the causal LM of the composite type, `mapping.DECODER_SECTIONS`)."""
+    """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM; Emu3's
+    text model: its wrapper's causal LM, `attnid.hf.mapping.wrappers.TEXT_CLASSES`; a composite config's decoder
+    section, MusicGen's: the causal LM of the composite type, `mapping.DECODER_SECTIONS`)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
     mt = {section: outer for outer, section in DECODER_SECTIONS.items()}.get(mt, mt)
-    if mt in ENCODERS:
-        return ENCODERS[mt]
+    if mt in ENCODERS or mt in TEXT_CLASSES:
+        return {**ENCODERS, **TEXT_CLASSES}[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise SpecError("model_type", f"{mt!r}: transformers registers no causal LM class for it")
     return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
@@ -72,12 +74,10 @@ def real_class(cfg: dict) -> str:
 def meta_params(cls_name: str, tiny: dict) -> int:
     """How many parameters the class `cls_name` has when built from the config mapping `tiny` (on the meta
     device: no memory, no weights drawn; tied weights counted once)."""
-    import transformers
-
-    from ..model.real import real_config
+    from ..model.real import instantiate, real_config
 
     with torch.device("meta"):
-        model = getattr(transformers, cls_name)(real_config(tiny))
+        model = instantiate(cls_name, real_config(tiny))
     return sum(p.numel() for p in model.parameters())
 
 
@@ -105,15 +105,25 @@ def _refuse_if_large(cls_name: str, tiny: dict) -> None:
 LINEAR_ATTENTION = ("LightningAttention", "DeltaAttention")
 
 
-def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """(name, module) of each block's softmax attention, in order: the outermost submodules whose class name ends in
-    'Attention' and names no linear attention (LINEAR_ATTENTION)."""
-    found = []
+def text_modules(model: torch.nn.Module):
+    """(name, module) of every submodule of the model that is no part of a multimodal wrapper's towers
+    (`attnid.hf.mapping.wrappers.tower_modules`): its text model's."""
+    towers = tower_modules(model.config.model_type)
     for name, module in model.named_modules():
+        if not any(name == t or name.startswith(f"{t}.") for t in towers):
+            yield name, module
+
+
+def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """(name, module) of each block's softmax attention in the text model, in order: the outermost submodules whose
+    class name ends in 'Attention' (or 'MLA': LongCat-Flash's latent attention) and names no linear attention
+    (LINEAR_ATTENTION)."""
+    found = []
+    for name, module in text_modules(model):
         if any(name.startswith(f"{outer}.") for outer, _ in found):
             continue
         cls = type(module).__name__
-        if cls.endswith("Attention") and not cls.endswith(LINEAR_ATTENTION):
+        if cls.endswith(("Attention", "MLA")) and not cls.endswith(LINEAR_ATTENTION):  # LongcatFlashMLA
             found.append((name, module))
     return found
 
@@ -126,8 +136,8 @@ def _spread_positions(model, layer: int, kwargs: dict, x, ids, keep_ids: bool = 
         kwargs["position_ids"] = ids
     if kwargs.get("position_embeddings") is None:
         return
-    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
-    types = getattr(model.config, "layer_types", None)
+    rotary = [m for _, m in text_modules(model) if type(m).__name__.endswith("RotaryEmbedding")]
+    types = getattr(model.config.get_text_config(), "layer_types", None)
     with KeepFloat64():
         if "layer_type" in inspect.signature(rotary[0].forward).parameters and types:
             kwargs["position_embeddings"] = rotary[0](x, ids, types[layer])
@@ -180,6 +190,9 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     if spec.d_cross:  # as many encoder states as tokens; the call hands them on (key_value_states)
         encoder = torch.randn(sizing.batch, sizing.seq_len, spec.d_cross, generator=gen, dtype=DTYPE)
     args, kwargs = _captured_call(model, module, tokens, encoder=encoder)
+    for key in ("cache", "past_key_values"):  # a cache the model made anyway (XLM's) would grow with every call
+        if key in kwargs:
+            kwargs[key] = None
     if spec.rope_dims:  # spread positions turn the slow planes; the mask stays the contiguous one
         at = getattr(module, "layer_idx", layer)  # a hybrid's attention module sits in model layer layer_idx
         # an indexer numbers its key blocks by the position ids as slots (MiniMaxM3VLIndexer): they stay contiguous

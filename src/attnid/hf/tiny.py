@@ -14,14 +14,14 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import TINY_LAYERS, class_config, model_spec, model_type, unread_position_rows
+from .mapping import TINY_KEYS, TINY_LAYERS, class_config, model_spec, model_type, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
 POSITIONS = 64  # the position range of a model without learned positions; no size the shrinker sets is above it
 # (keys, value): every key present in the config (or its class defaults) is set to the value
 FIXED = (
-    (("hidden_size", "n_embd", "d_model"), WIDTH),
+    (("hidden_size", "n_embd", "d_model", "emb_dim"), WIDTH),
     (("vocab_size", "decoder_vocab_size"), VOCAB),  # Marian's decoder reads its own
     (("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "ffn_hidden_dim", "dff"), MLP_WIDTH),
     (EXPERT_KEYS, EXPERT_WIDTH),
@@ -72,8 +72,17 @@ def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
 
 
 def tiny_config(cfg: dict) -> dict:
-    """The config shrunk to the self-check's size, with the same flags (module docstring)."""
+    """The config shrunk to the self-check's size, with the same flags (module docstring); a multimodal wrapper's
+    text model shrunk so, its towers by its family (`attnid.hf.mapping.wrappers.tiny_wrapper`)."""
+    from .mapping.wrappers import TOWERS, tiny_wrapper
+
     mt = model_type(cfg)
+    tiny = _tiny_text(cfg, mt)
+    return tiny_wrapper(cfg, mt, tiny) if mt in TOWERS else tiny
+
+
+def _tiny_text(cfg: dict, mt: str) -> dict:
+    """The text model's keys of a config of mapped type `mt`, shrunk (module docstring)."""
     cfg = class_config(cfg)
     spec = model_spec(cfg)
     defaults = _class_defaults(cfg["model_type"])
@@ -98,7 +107,7 @@ def tiny_config(cfg: dict) -> dict:
     if tiny.get("head_dim") is not None or "head_dim" in defaults:  # the class reads a head size of its own
         # a partly rotated head keeps four dims at least, so that half of it is one whole plane
         tiny["head_dim"] = 6 if a.d_head_qk * a.n_heads != a.d_model else (4 if H == 2 or partial else 2)
-    if isinstance(tiny.get("rope_parameters"), dict) and tiny["rope_parameters"].get("partial_rotary_factor"):
+    if isinstance(tiny.get("rope_parameters"), dict) and 0 < (tiny["rope_parameters"].get("partial_rotary_factor") or 1) < 1:
         tiny["rope_parameters"] = {**tiny["rope_parameters"], "partial_rotary_factor": 0.5}
     if a.kv_lora_rank:  # latent attention: head_dim names the rotary dims, qk_head_dim the query/key head
         if "head_dim" in tiny or "head_dim" in defaults:
@@ -120,11 +129,12 @@ def tiny_config(cfg: dict) -> dict:
     for key in ("sliding_window", "window_size", "attention_window_size"):  # GPT-Neo's, RecurrentGemma's
         if tiny.get(key):
             tiny[key] = WINDOW
-    if mt in TINY_LAYERS:  # a hybrid: its blocks are the attention layers only; its family picks the model's layers
-        tiny.update(TINY_LAYERS[mt](cfg, mt))
+    if cfg["model_type"] in TINY_LAYERS:  # a hybrid: its blocks are the attention layers only; its family picks
+        tiny.update(TINY_LAYERS[cfg["model_type"]](cfg, cfg["model_type"]))  # the model's layers
         _set(tiny, defaults, POSITION_KEYS, SEQ_LEN if spec.positions == "learned" else POSITIONS)
         return tiny
     _shrink_layers(tiny, cfg, defaults, spec, H)
+    tiny.update(TINY_KEYS.get(cfg["model_type"], {}))  # keys a family fixes in its tiny model (XLM's pad id)
     return _data_limited_table(tiny, spec)
 
 

@@ -229,28 +229,55 @@ def build_real(name: str, seed: int = 0, eps: float | None = None) -> RealModel:
 
 def real_config(cfg: dict):
     """The `transformers` config object of a config mapping (its model_type's own class, local code only):
-    eager attention, no special tokens (a pad row would lose its gradient), experts gathered per choice."""
+    eager attention, no special tokens (a pad row would lose its gradient; a multimodal wrapper's text_config keeps
+    row 0 as its pad id), experts gathered per choice."""
     import transformers
 
     kwargs = {k: v for k, v in {**cfg, **_token_ids_read(cfg)}.items() if k != "model_type" and not k.startswith("_")}
-    fields = getattr(transformers.CONFIG_MAPPING[cfg["model_type"]], "__dataclass_fields__", {})
-    for key in _COMMON:  # a class that types a token id as int (CWM, ModernBERT's decoder): row 0, no padding row
-        if key in fields and fields[key].type in (int, "int"):
-            kwargs[key] = 0
+    kwargs |= _token_ids_typed(cfg["model_type"])
+    if isinstance(cfg.get("text_config"), dict) and cfg["text_config"].get("model_type"):
+        text = cfg["text_config"]
+        # the text model's pad id is row 0: Gemma-4's model reads that row's embedding at multimodal positions
+        # (Gemma4Model.forward); no padding row either way (`prepare_module`)
+        kwargs["text_config"] = {**text, **_COMMON, "pad_token_id": 0, **_token_ids_typed(text["model_type"])}
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
     config._attn_implementation = "eager"
-    if any(cfg.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")):
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    if any(cfg.get(key) or text.get(key) for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")):
         config._experts_implementation = "batched_mm"  # experts gathered per (token, choice): no data-dependent loop
     return config
 
 
+def _token_ids_typed(model_type: str) -> dict:
+    """Row 0 for each special token id that the config class of `model_type` types as int (CWM, ModernBERT's decoder,
+    Emu3's text model: None is refused there): no padding row either way (`prepare_module`)."""
+    import transformers
+
+    fields = getattr(transformers.CONFIG_MAPPING[model_type], "__dataclass_fields__", {})
+    return {key: 0 for key in _COMMON if key in fields and fields[key].type in (int, "int")}
+
+
 def _token_ids_read(cfg: dict) -> dict:
-    """The special token ids of the real config: none (_COMMON), except a pad token id that the class reads its
-    position ids from (RoBERTa: padding_idx; the config mapping says so by PAD_READS_POSITIONS, set by
-    `attnid.hf.tiny` from the family's `unread_position_rows`), which stays the config's."""
+    """The special token ids of the real config: none (_COMMON), except a pad token id that the class reads in its
+    forward (RoBERTa's position ids from padding_idx, XLM's sequence lengths; the config mapping says so by
+    PAD_READS_POSITIONS, set by `attnid.hf.tiny` from the family's `unread_position_rows` or TINY_KEYS), which stays
+    the config's."""
     if cfg.get(PAD_READS_POSITIONS) and cfg.get("pad_token_id") is not None:
         return {k: v for k, v in _COMMON.items() if k != "pad_token_id"}
     return _COMMON
+
+
+def instantiate(class_name: str, config) -> torch.nn.Module:
+    """The `transformers` class `class_name` built from a config object as the auto classes build it: a class whose
+    config class is the config's text_config class is built from that section (Emu3ForCausalLM from Emu3Config's
+    text_config; models/auto/auto_factory.py, _BaseAutoModelClass.from_config)."""
+    import transformers
+
+    cls = getattr(transformers, class_name)
+    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
+    if text_class is not None and getattr(cls, "config_class", None) == text_class:
+        config = config.get_text_config()
+    return cls(config)
 
 
 def prepare_module(model: torch.nn.Module, eps: float | None = None) -> torch.nn.Module:
@@ -322,6 +349,6 @@ def build_real_model(class_name: str, cfg: dict, seed: int = 0, eps: float | Non
     """The `transformers` class `class_name` built from the config mapping `cfg` at a generic float64 point."""
     import transformers
 
-    model = prepare_module(getattr(transformers, class_name)(real_config(cfg)), eps)
+    model = prepare_module(instantiate(class_name, real_config(cfg)), eps)
     names, shapes, theta = generic_point(model, seed, gemma_gain=cfg["model_type"].startswith("gemma"))
     return RealModel(name or class_name, model, names, shapes, theta)

@@ -14,6 +14,8 @@ the other ModelSpec fields) and, where the family needs them, these dicts by mod
     REAL_ATTENTION    the attention class the module-level check builds (`.real_attention`)
     DECODERS          a causal LM that is the decoder of an encoder-decoder config (is_encoder_decoder unread)
     DECODER_SECTIONS  a composite config whose causal LM is built from its `decoder` section (MusicGen)
+    TEXT_MODELS       a multimodal wrapper's text model type (`.wrappers`: read by `text_config`, `model_type`)
+    TINY_KEYS         keys its tiny model fixes after shrinking (XLM's)
 
 each fact with where it comes from. Adding a family is one module here (and its tests):
 
@@ -53,6 +55,9 @@ each fact with where it comes from. Adding a family is one module here (and its 
     minimax_m3 MiniMax-M3's text model (per-head q/k norms; its sparse layers' block indexer: layers only)
     latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
                head): their latent-attention layers only (layers only)
+    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal: multimodal wrappers whose text model a
+               family maps (layers only: the towers named); Emu3, whose causal LM is its text model (TEXT_MODELS: a
+               wrapper -> its text model's type, read by `text_config` and `model_type`)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by
@@ -96,11 +101,13 @@ def _family_refusals() -> dict:
 MAPPERS = _family_mappers()
 NAME_MAPS = _family_mappers("NAME_MAPS")  # model_type -> names(spec, cfg): its class's parameters <-> the layout
 TINY_LAYERS = _family_mappers("TINY_LAYERS")  # model_type -> the layer keys of its tiny model (hybrids: `.hybrid`)
+TINY_KEYS = _family_mappers("TINY_KEYS")  # model_type -> keys its tiny model fixes after shrinking (XLM: `.bert`)
 DEFAULT_GAPS = _family_mappers("DEFAULT_GAPS")  # model_type -> keys its config class leaves None (hf.coverage)
 CLASS_KEYS = _family_mappers("CLASS_KEYS")  # legacy model_type -> its keys rewritten as its config class reads them
 REAL_ATTENTION = _family_mappers("REAL_ATTENTION")  # model_type -> its attention class (`.real_attention`)
 DECODERS = _family_mappers("DECODERS")  # model_type -> why is_encoder_decoder is not read (`.seq2seq`)
 DECODER_SECTIONS = _family_mappers("DECODER_SECTIONS")  # model_type -> its `decoder` section's model type (MusicGen)
+TEXT_MODELS = _family_mappers("TEXT_MODELS")  # a multimodal wrapper -> its text model's type (`.wrappers`)
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)
@@ -123,30 +130,33 @@ def load_config(path) -> dict:
 
 
 def text_config(cfg: dict) -> dict:
-    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config`, MusicGen's
-    composite configs under `decoder` (DECODER_SECTIONS)."""
+    """The language model's keys: Gemma-3 and other multimodal configs keep them under `text_config` (its model type,
+    where the section names none, the one its wrapper's family names: TEXT_MODELS), MusicGen's composite configs
+    under `decoder` (DECODER_SECTIONS)."""
     if cfg.get("model_type") in DECODER_SECTIONS and isinstance(cfg.get("decoder"), dict):
         return {**cfg["decoder"], "model_type": DECODER_SECTIONS[cfg["model_type"]]}
     if isinstance(cfg.get("text_config"), dict):
-        return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+        outer = cfg.get("model_type")
+        return {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", TEXT_MODELS.get(outer, outer))}
     return cfg
 
 
 def class_config(cfg: dict) -> dict:
-    """The keys the `transformers` config class reads: the text model's (gemma3 -> gemma3_text), a legacy config's
-    rewritten (CLASS_KEYS: Falcon's RefinedWeb keys), private ("_...") keys dropped."""
+    """The keys the text model's `transformers` config class reads: `text_config`'s (a wrapper's text model, a
+    composite config's decoder), a legacy config's rewritten (CLASS_KEYS: Falcon's RefinedWeb keys), private ("_...")
+    keys dropped."""
     mt = model_type(cfg)
     cfg = {k: v for k, v in text_config(cfg).items() if not k.startswith("_")}
-    cfg = CLASS_KEYS[mt](cfg) if mt in CLASS_KEYS else cfg
-    if mt == "gemma3_text":
-        cfg["model_type"] = mt
-    return cfg
+    return CLASS_KEYS[mt](cfg) if mt in CLASS_KEYS else cfg
 
 
 def model_type(cfg: dict) -> str:
-    """The config's model type as the mapping names it (gemma3 -> gemma3_text), refused when not mapped."""
-    mt = read_str(text_config(cfg), "model_type")
-    mt = "gemma3_text" if mt == "gemma3" else {section: t for t, section in DECODER_SECTIONS.items()}.get(mt, mt)
+    """The config's model type as the mapping names it: a mapped wrapper's own (TEXT_MODELS), else its text model's
+    (`text_config`; a composite config's own for its decoder section, DECODER_SECTIONS); refused when not mapped."""
+    mt = cfg.get("model_type")
+    if mt not in TEXT_MODELS:
+        mt = read_str(text_config(cfg), "model_type")
+        mt = {section: t for t, section in DECODER_SECTIONS.items()}.get(mt, mt)
     if mt in REFUSED:
         raise SpecError("model_type", f"{mt!r} is not mapped: {REFUSED[mt]}")
     if mt not in MAPPERS:
@@ -154,14 +164,21 @@ def model_type(cfg: dict) -> str:
     return mt
 
 
+def _mapped(cfg: dict) -> tuple[str, list, dict]:
+    """(model type, blocks, ModelSpec fields) of a config: a wrapper's family reads the whole config, the others
+    their text model's keys."""
+    mt = model_type(cfg)
+    layers, fields = MAPPERS[mt](cfg if mt in TEXT_MODELS else text_config(cfg), mt)
+    return mt, layers, fields
+
+
 def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
     """The ModelSpec of a config mapping, used on seq_len positions (default: the config's maximum; 2048
     for a model without learned positions that names none; the class default for learned ones)."""
-    mt = model_type(cfg)
+    if model_type(cfg) not in DECODERS:
+        refuse_if(text_config(cfg), "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
+    _, layers, fields = _mapped(cfg)
     cfg = text_config(cfg)
-    if mt not in DECODERS:
-        refuse_if(cfg, "is_encoder_decoder", bool, "encoder-decoder models are not modelled")
-    layers, fields = MAPPERS[mt](cfg, mt)
     most = read_int(cfg, "max_position_embeddings", "n_positions", default=fields.pop("max_positions_default", None))
     unread = fields.pop("unread_position_rows", 0)  # rows of the table no token of a full sequence reads
     if seq_len is None:
@@ -181,5 +198,4 @@ def model_spec(cfg: dict, seq_len: int | None = None) -> ModelSpec:
 def unread_position_rows(cfg: dict) -> int:
     """Rows of a config's learned position table that no token of a sequence of the longest length reads
     (RoBERTa's first padding_idx + 1: its real tokens' position ids start there), 0 for most types."""
-    mt = model_type(cfg)
-    return MAPPERS[mt](text_config(cfg), mt)[1].get("unread_position_rows", 0)
+    return _mapped(cfg)[2].get("unread_position_rows", 0)

@@ -26,6 +26,18 @@ bidirectional encoder under the same head):
     roc_bert              pronunciation and shape embeddings concatenated to the tokens' and mapped to d
     roformer              rotary q/k on whole heads (RoFormer's sinusoidal table, a parameter of the class), no
                           position table
+    git                   GitForCausalLM (models/git/modeling_git.py): BERT's post-LN blocks as a causal decoder
+                          (GitModel masks future text tokens), no token types, an output Linear with a bias; beside
+                          it a CLIP vision encoder (git.image_encoder) and its projection (git.visual_projection)
+                          whose image tokens the text attends to when pixel values are given: layers only
+    xlm                   XLMWithLMHeadModel (models/xlm/modeling_xlm.py; XLMConfig's emb_dim, n_heads, n_layers):
+                          BERT's post-LN blocks (MultiHeadAttention, q/k/v/out_lin biased; an MLP of 4 d, GELU or
+                          ReLU by gelu_activation), causal by `causal`, no token types, the tied unembedding and its
+                          bias (XLMPredLayer); a language table added only with langs given (n_langs > 1), fixed
+                          sinusoidal positions and an adaptive softmax (asm) are not modelled; each sequence's length
+                          counts its tokens that are not pad_index (pad_token_id), so a real token equal to it masks
+                          the last position (the check's tiny model has no pad id); its forward takes that length
+                          by .item(), which the whole-model Jacobian (vmapped over sequences) cannot run: layers only
 
 Every relative's attention layer is BERT's (biased MHA), rotary in RoFormer's.
 """
@@ -34,13 +46,14 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
-from .keys import head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
+from .keys import aliased, head_sizes, mlp_kind, read_flag, read_float, read_int, read_str, refuse_if
 from .names import attention_linear, linear, norm, rows, same
 from .real_attention import RealAttention
 
 ROBERTA = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm", "xlm-roberta-xl")
 MODEL_TYPES = ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA, "electra", "rembert", "roc_bert",
-               "roformer")
+               "roformer", "git", "xlm")
+NO_TOKEN_TYPES = ("bert-generation", "git", "xlm")  # no token-type table and no MLM transform: the unembedding and a bias
 PRE_LN = ("megatron-bert", "roberta-prelayernorm", "xlm-roberta-xl")  # a norm before each sublayer, one after the stack
 NO_EMBEDDING_NORM = ("megatron-bert", "xlm-roberta-xl")
 # model type -> (config key, why the whole model is not counted) for what is always there
@@ -50,10 +63,19 @@ LAYERS_ONLY = {
     "rembert": ("input_embedding_size", "decoupled input and output embedding widths: not modelled"),
     "roc_bert": ("concat_input", "pronunciation and shape embeddings mapped in with the tokens': not modelled"),
     "roformer": ("embed_positions", "RoFormer's sinusoidal table is a parameter of the class: not modelled"),
-}
+    "git": ("vision_config", "a CLIP vision encoder (git.image_encoder) and its projection (git.visual_projection)"
+            " beside the text decoder: not modelled"),
+}  # fmt: skip
+
+
+XLM_KEYS = {"emb_dim": "hidden_size", "n_heads": "num_attention_heads", "n_layers": "num_hidden_layers"}
 
 
 def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    if mt == "xlm":
+        cfg = aliased(cfg, XLM_KEYS)
+        cfg = {**cfg, "intermediate_size": 4 * read_int(cfg, "hidden_size"),  # TransformerFFN(dim, 4 dim, dim)
+               "hidden_act": "gelu" if read_flag(cfg, "gelu_activation", True) else "relu"}  # fmt: skip
     refuse_if(
         cfg,
         "position_embedding_type",
@@ -64,7 +86,8 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     refuse_if(cfg, "rotary_value", bool, "RoFormer's rotary values: attention not counted")
     d, H, _, _ = head_sizes(cfg)
     rotary = {"rope_dims": d // H, "rope_base": 10000.0} if mt == "roformer" else {}
-    attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo", **rotary)
+    causal = mt == "git" or (mt == "xlm" and read_flag(cfg, "causal", False))
+    attention = AttentionSpec(d_model=d, n_heads=H, biases="qkvo", causal=causal, **rotary)
     mlp = MLPSpec(
         read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="gelu"), False), True
     )
@@ -72,8 +95,8 @@ def bert(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     fields = {
         "positions": "rope" if rotary else "learned", "norm": "layernorm", "norm_bias": True,
         "norm_eps": read_float(cfg, "layer_norm_eps", default=1e-12), "tied": tied,
-        "token_types": 0 if mt == "bert-generation" else read_int(cfg, "type_vocab_size", default=2, minimum=0),
-        "mlm_head": mt != "bert-generation", "lm_head_bias": True, "max_positions_default": 512,
+        "token_types": 0 if mt in NO_TOKEN_TYPES else read_int(cfg, "type_vocab_size", default=2, minimum=0),
+        "mlm_head": mt not in NO_TOKEN_TYPES, "lm_head_bias": True, "max_positions_default": 512,
         "not_modelled": _not_modelled(cfg, mt, tied), **_blocks(mt),
     }  # fmt: skip
     if mt in ROBERTA:  # RobertaEmbeddings.create_position_ids_from_input_ids: the pad reads row padding_idx
@@ -87,8 +110,24 @@ def _blocks(mt: str) -> dict:
     return {"norm_position": "pre" if pre else "post", "final_norm": pre, "embedding_norm": mt not in NO_EMBEDDING_NORM}
 
 
+XLM_LENGTHS_WHY = (
+    "XLMModel.forward reads each sequence's length from its tokens (lengths.max().item()), which the whole-model"
+    " Jacobian, vmapped over sequences, cannot run: the whole model is not measured (its attention layers are)"
+)
+# XLM's options the description does not hold: (key, is it on, why)
+XLM_EXTRAS = (
+    ("n_langs", lambda c: c.get("n_langs", 1) > 1 and c.get("use_lang_emb", True),
+     "a language table added to the embeddings when langs are given (lang_embeddings): not modelled"),
+    ("sinusoidal_embeddings", lambda c: bool(c.get("sinusoidal_embeddings")),
+     "a fixed sinusoidal table held as a parameter: not modelled"),
+    ("asm", lambda c: bool(c.get("asm")), "an adaptive softmax (AdaptiveLogSoftmaxWithLoss) as the head: not modelled"),
+)  # fmt: skip
+
+
 def _not_modelled(cfg: dict, mt: str, tied: bool) -> tuple:
     found = [LAYERS_ONLY[mt]] if mt in LAYERS_ONLY else []
+    if mt == "xlm":
+        found += [(key, why) for key, on, why in XLM_EXTRAS if on(cfg)] + [("pad_token_id", XLM_LENGTHS_WHY)]
     if mt == "ernie" and read_flag(cfg, "use_task_id", False):
         found.append(("use_task_id", "true: a task-type table added to the embeddings (row 0 read): not modelled"))
     if not tied and mt in ("bert", "ernie", "bert-generation", "megatron-bert", *ROBERTA):
@@ -102,6 +141,9 @@ def _not_modelled(cfg: dict, mt: str, tied: bool) -> tuple:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, bert)
+# XLM's tiny self-check model: pad id -1, which no token equals, kept by the real config (PAD_READS_POSITIONS), so
+# every sequence is all real tokens (XLMModel.forward: lengths = (input_ids != pad_index).sum(1); a None pad fails)
+TINY_KEYS = {"xlm": {"pad_token_id": -1, "_pad_reads_positions": True}}
 # the base model's attribute, where the whole is counted (the RoBERTas: post-LN, tied; modeling_<type>.py)
 PREFIX = {"bert": "bert", "ernie": "ernie", "bert-generation": "bert", "roberta": "roberta", "xlm-roberta": "roberta",
           "camembert": "roberta", "data2vec-text": "data2vec_text"}  # fmt: skip

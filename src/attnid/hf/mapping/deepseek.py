@@ -6,7 +6,15 @@ default; scale_emb, scale_depth / sqrt(L) on every sublayer's output and hidden_
 logits are nonzero constants: count-neutral). The latent RMSNorms take the class default eps 1e-6, not
 rms_norm_eps (DeepseekV3Attention, MiniCPM3Attention build them with the default). GLM-4.7-Flash
 (glm4_moe_lite) is DeepSeek-V3's attention (Glm4MoeLiteAttention) with GLM-4.5's experts, its dense blocks by
-mlp_layer_types (default: the first only). Sarvam-MLA (sarvam_mla) is DeepSeek-V3 under its own config class."""
+mlp_layer_types (default: the first only). Sarvam-MLA (sarvam_mla) is DeepSeek-V3 under its own config class.
+A.X-K1 (axk1, modular_axk1.py) is DeepSeek-V3 with its dense blocks by mlp_layer_types (default: the first only),
+queries always factored (AXK1Attention builds q_a_proj biased by attention_bias, as V3's) and an RMSNorm on every
+routed block's output (AXK1MoE.post_mlp_layernorm: not modelled, layers only). LongCat-Flash
+(longcat_flash, modeling_longcat_flash.py) has two latent-attention sublayers per layer (LongcatFlashMLA: V3's with
+the query factored always; the query and the normed key latent times the constants (d / r_q)^1/2 and
+(d / r_kv)^1/2, absorbed by the maps next to them), two dense MLPs and a shortcut mixture with zero-computation
+(identity) experts reading the first sublayer's input and added after the second (LongcatFlashDecoderLayer: not
+modelled, layers only): one block per attention sublayer, 2 num_layers in all."""
 
 from __future__ import annotations
 
@@ -18,11 +26,16 @@ from .keys import mlp_kind, read_flag, read_float, read_int, read_str, rope, rou
 from .names import expert_names, head_names, heads, linear, mlp_linear, norm, out_heads, rope_perm, same
 from .real_attention import llama_like
 
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "sarvam_mla")
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", "sarvam_mla", "axk1")
 # a config class of its own over DeepSeek-V3's classes -> (the type whose classes build it, its class defaults that
 # differ): SarvamMLAConfig (models/sarvam_mla/modular_sarvam_mla.py) is DeepseekV3Config routing over one group
 # (n_group, topk_group 1) with the first block dense, built as DeepseekV3ForCausalLM
-CLASS_OF = {"sarvam_mla": ("deepseek_v3", {"n_group": 1, "topk_group": 1, "first_k_dense_replace": 1})}
+CLASS_OF = {
+    "sarvam_mla": ("deepseek_v3", {"n_group": 1, "topk_group": 1, "first_k_dense_replace": 1}),
+    "axk1": ("deepseek_v3", {}),
+}
+DENSE_BY_LIST = ("glm4_moe_lite", "axk1")  # dense blocks by mlp_layer_types (default: the first only)
+POST_MLP_WHY = "an RMSNorm on every routed block's output (AXK1MoE.post_mlp_layernorm): not modelled"
 DENSE_TYPES = ("youtu", "minicpm3")
 TIED_DEFAULTS = ("youtu", "minicpm3")
 
@@ -40,7 +53,7 @@ def latent_attention(cfg: dict, mt: str) -> AttentionSpec:
 
 
 def latent_fields(cfg: dict, mt: str, not_modelled: list) -> dict:
-    eps_default = 1e-5 if mt in ("minicpm3", "glm4_moe_lite") else 1e-6
+    eps_default = 1e-5 if mt in ("minicpm3", "glm4_moe_lite", "longcat_flash") else 1e-6
     return {
         "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": read_float(cfg, "rms_norm_eps", default=eps_default),
         "tied": read_flag(cfg, "tie_word_embeddings", mt in TIED_DEFAULTS), "not_modelled": tuple(not_modelled),
@@ -48,6 +61,9 @@ def latent_fields(cfg: dict, mt: str, not_modelled: list) -> dict:
 
 
 def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    own = mt
+    if mt == "axk1" and not cfg.get("q_lora_rank"):
+        raise SpecError("q_lora_rank", "AXK1Attention always factors the queries (q_a_proj): a rank is needed")
     if mt in CLASS_OF:
         mt, defaults = CLASS_OF[mt]
         cfg = {**defaults, **{k: v for k, v in cfg.items() if v is not None}}
@@ -58,12 +74,30 @@ def deepseek(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     n_experts, top_k = read_int(cfg, "n_routed_experts"), read_int(cfg, "num_experts_per_tok")
     not_modelled: list = []
     routed = experts(cfg, mt, n_experts, top_k, read_int(cfg, "moe_intermediate_size"), activation, not_modelled)
-    if mt == "glm4_moe_lite":
+    if own in DENSE_BY_LIST:
         sparse = routed_layers(cfg, n_layers, 1) if cfg.get("mlp_layer_types") else [i > 0 for i in range(n_layers)]
     else:
         sparse = routed_layers({k: v for k, v in cfg.items() if k != "mlp_layer_types"}, n_layers, 0)
     layers = [LayerSpec(attention, routed if moe else dense) for moe in sparse]
+    if own == "axk1" and any(sparse):
+        not_modelled.append(("post_mlp_layernorm", POST_MLP_WHY))
     return layers, latent_fields(cfg, mt, not_modelled)
+
+
+SHORTCUT_WHY = (
+    "two attention and two MLP sublayers per layer, a shortcut mixture with zero-computation (identity) experts"
+    " from the first sublayer to the second's output (LongcatFlashDecoderLayer): not modelled"
+)
+
+
+def longcat(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    """LongCat-Flash: its latent-attention sublayers, two a layer (module docstring); layers only."""
+    attention = latent_attention(cfg, mt)
+    if not attention.q_lora_rank:
+        raise SpecError("q_lora_rank", "LongcatFlashMLA always factors the queries (q_a_proj): a rank is needed")
+    mlp = MLPSpec(read_int(cfg, "ffn_hidden_size"), mlp_kind(read_str(cfg, "hidden_act", default="silu"), True))
+    layers = [LayerSpec(attention, mlp)] * (2 * read_int(cfg, "num_layers", "num_hidden_layers"))
+    return layers, latent_fields(cfg, mt, [("num_layers", SHORTCUT_WHY)])
 
 
 def dense_latent(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
@@ -77,6 +111,9 @@ def dense_latent(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = {**dict.fromkeys(MODEL_TYPES, deepseek), **dict.fromkeys(DENSE_TYPES, dense_latent)}
+MAPPERS["longcat_flash"] = longcat
+# LongCat-Flash's tiny self-check model: one layer (two attention sublayers), two zero experts of the mixture's four
+TINY_LAYERS = {"longcat_flash": lambda cfg, mt: {"num_layers": 1, "zero_expert_num": 2, "expert_ffn_hidden_size": 4}}
 
 
 def deepseek_names(spec, cfg: dict) -> list[tuple]:

@@ -26,7 +26,19 @@ Each model class computes its router in code; what it fixes is written down here
     flint        top-k of sigmoid scores, renormalised by default (FlintTopKRouter), a shared expert of
                  shared_expert_intermediate_size without a gate
     minimax_m2   sigmoid scores chosen with an e_score_correction_bias buffer, always renormalised
-                 (MiniMaxM2TopKRouter)
+                 (MiniMaxM2TopKRouter); hy_v3 (HYV3TopKRouter) the same times router_scaling_factor (2.826), plus
+                 a shared SwiGLU of num_shared_experts x moe_intermediate_size (HYV3MoE)
+    mellum       Qwen3-MoE's (MellumSparseMoeBlock), norm_topk_prob default true
+    aria_text    top-k of the logits, softmax over the chosen (AriaTextTopKRouter), plus a shared SwiGLU of
+                 moe_num_shared_experts (2) x intermediate_size (AriaSharedExpertsMLP)
+    kolibri1     the sigmoid of the chosen logits (chosen with an e_score_correction_bias buffer), renormalised only
+                 with norm_topk_prob (default false), plus a shared SwiGLU of shared_expert_intermediate_size
+                 (Kolibri1TopKRouter, Kolibri1SparseMoeBlock)
+    minimax_m3_vl_text  minimax_m2's router times routed_scaling_factor, GPT-OSS's clamped GLU in the experts; its
+                 shared expert and dense MLPs are clamped SwiGLUs (MiniMaxM3VLDenseMLP): recorded as not modelled
+    cohere2_moe  top-k of the logits, then a softmax over them or (expert_selection_fn sigmoid) their sigmoid,
+                 renormalised with norm_topk_prob; num_shared_experts x intermediate_size shared, averaged with the
+                 routed output by default (Cohere2MoeSparseMoeBlock)
     dbrx         softmax, moe_top_k, divided by the moe_normalize_expert_weights-norm (default 1; null: not
                  normalised) of the chosen (DbrxFFN.route_tokens_to_experts)
     hunyuan_v1_moe  softmax, top-k (moe_topk), renormalised (HunYuanMoEV1Gate), and a shared SwiGLU of
@@ -55,8 +67,8 @@ def experts(
     common = {"n_experts": n_experts, "top_k": top_k, "d_expert": d_expert}
     if model_type == "mixtral":
         return MoESpec(**common, norm_topk_prob=True)
-    if model_type == "qwen3_moe":
-        return MoESpec(**common, norm_topk_prob=read_flag(cfg, "norm_topk_prob", False))
+    if model_type in ("qwen3_moe", "mellum"):  # MellumConfig's norm_topk_prob default: true
+        return MoESpec(**common, norm_topk_prob=read_flag(cfg, "norm_topk_prob", model_type == "mellum"))
     if model_type == "gpt_oss":
         clamp = {
             "swiglu_alpha": read_float(cfg, "swiglu_alpha", default=1.702),
@@ -91,6 +103,8 @@ def experts(
                        shared_width=width)  # fmt: skip
     if model_type == "minimax_m2":  # sigmoid, chosen with the e_score_correction_bias buffer, renormalised
         return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True)
+    if model_type in SIGMOID_OR_TOPK:
+        return _sigmoid_or_topk(cfg, model_type, common, not_modelled)
     if model_type == "hunyuan_v1_moe":  # softmax, top-k, renormalised; a shared SwiGLU (HunYuanMoEV1Moe.shared_mlp)
         return MoESpec(**common, norm_topk_prob=True, n_shared=1, shared_width=read_int(cfg, "intermediate_size"))
     if model_type == "phimoe":
@@ -99,6 +113,42 @@ def experts(
         return MoESpec(**{**common, "top_k": 2})
     not_modelled.append(("model_type", f"the mixture of experts of {model_type!r} is not modelled"))
     return MoESpec(**common)
+
+
+SIGMOID_OR_TOPK = ("hy_v3", "kolibri1", "minimax_m3_vl_text", "cohere2_moe", "aria_text")
+
+
+def _sigmoid_or_topk(cfg: dict, model_type: str, common: dict, not_modelled: list) -> MoESpec:
+    """The routers of SIGMOID_OR_TOPK: sigmoid scores of the chosen (a selection buffer aside), or a softmax over the
+    top-k logits, with shared experts beside them (module docstring)."""
+    if model_type == "hy_v3":  # HYV3TopKRouter: minimax_m2's, times router_scaling_factor; shared experts
+        rho = read_float(cfg, "router_scaling_factor", default=2.826, positive=True)
+        shared = read_int(cfg, "num_shared_experts", default=1, minimum=0)
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True, routed_scaling_factor=rho, n_shared=shared)
+    if model_type == "kolibri1":  # Kolibri1TopKRouter: the sigmoid of the chosen logits (chosen with a selection
+        # buffer), renormalised only with norm_topk_prob (default false); a shared SwiGLU (Kolibri1SparseMoeBlock)
+        width = read_int(cfg, "shared_expert_intermediate_size", default=512)
+        norm = read_flag(cfg, "norm_topk_prob", False)
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=norm, n_shared=1, shared_width=width)
+    if model_type == "minimax_m3_vl_text":  # MiniMaxM3VLTopKRouter: minimax_m2's; clamped experts (GPT-OSS's GLU)
+        why = "the shared expert and the dense MLPs are clamped SwiGLUs (MiniMaxM3VLDenseMLP): not modelled"
+        not_modelled.append(("shared_intermediate_size", why))
+        rho = read_float(cfg, "routed_scaling_factor", default=2.0, positive=True)
+        clamp = {"swiglu_alpha": read_float(cfg, "swiglu_alpha", default=1.702),
+                 "swiglu_limit": read_float(cfg, "swiglu_limit", default=7.0)}  # fmt: skip
+        return MoESpec(**common, scoring="sigmoid", norm_topk_prob=True, routed_scaling_factor=rho, activation="gpt_oss",
+                       **clamp)  # fmt: skip
+    if model_type == "cohere2_moe":  # Cohere2MoeTopKRouter: top-k logits, then a softmax over them or their sigmoid
+        # (renormalised with norm_topk_prob); shared experts of num_shared_experts x intermediate_size, averaged
+        # with the routed output by default (a factor 1/2 on the MLP's output, absorbed by its down maps)
+        sigmoid = read_str(cfg, "expert_selection_fn", default="softmax") == "sigmoid"
+        shared = read_int(cfg, "num_shared_experts", default=0, minimum=0)
+        return MoESpec(**common, scoring="sigmoid" if sigmoid else "topk_softmax", n_shared=shared,
+                       norm_topk_prob=sigmoid and read_flag(cfg, "norm_topk_prob", True))  # fmt: skip
+    if model_type == "aria_text":  # AriaTextTopKRouter: top-k logits, softmax over them; a shared SwiGLU
+        shared = read_int(cfg, "moe_num_shared_experts", default=2, minimum=0) * common["d_expert"]
+        return MoESpec(**common, scoring="topk_softmax", n_shared=int(shared > 0), shared_width=shared)
+    raise ValueError(f"{model_type!r} is none of SIGMOID_OR_TOPK")
 
 
 # model type -> (n_group, topk_group, norm_topk_prob, routed_scaling_factor, shared-experts key, its default):

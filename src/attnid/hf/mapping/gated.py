@@ -21,6 +21,12 @@
             mlp_layer_types (default: the first three dense), DeepSeek-V3's router; depth-scaled residual adds
             and sandwich norms; rms_norm_eps 1e-6
 
+HRM-Text (`hrm_text`, models/hrm_text/modular_hrm_text.py) is dense: HrmTextAttention is Llama's with a key and value
+head per query head (MHA) and o = attn * sigmoid(x W_gate) per element (gate_proj, biased like q/k/v/o by attention_bias:
+a bias per element, not modelled); two stacks of num_layers_per_stack Llama blocks (gain-free RMSNorms) run H_cycles x
+L_cycles times with the same weights (HrmTextModel): its attention layers are counted once each, L_module's then
+H_module's.
+
 Per layer exact (`attnid.layer.counting_gates`: the gate function and bias change no count). Not modelled for the whole
 model: the gate's W_G reads the block's normed input beside W_Q, W_K, W_V, so the input norm's gain acts on its rows
 too, and the whole-model count has no gated attention (nor these blocks' sandwich norms with experts, Beam's
@@ -159,4 +165,36 @@ def gated_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     return layers, fields
 
 
-MAPPERS = dict.fromkeys(DEFAULTS, gated_family)
+HRM_WHY = (
+    "a hierarchical recurrence: two stacks run H_cycles x L_cycles times with the same weights, an output gate and"
+    " gain-free norms in every block: not modelled (the attention layers are counted alone)"
+)
+
+
+def hrm_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
+    """HRM-Text's attention layers, one per block of its two stacks (module docstring): layers only."""
+    if read_flag(cfg, "attention_bias", False):
+        raise SpecError("attention_bias", "true: HrmTextAttention's gate_proj then has a bias per element: not modelled")
+    d, H, _, k = head_sizes({k: v for k, v in cfg.items() if k != "num_key_value_heads"}, 128)
+    per_stack = read_int(cfg, "num_layers_per_stack", "num_hidden_layers")
+    eps = read_float(cfg, "rms_norm_eps", default=1e-6)
+    attention = AttentionSpec(
+        d_model=d, n_heads=H, n_kv_heads=H, d_head_qk=k, rope_dims=int(k * partial_factor(cfg)) // 2 * 2,
+        rope_base=rope(cfg), causal=True, output_gate="element",
+    )  # fmt: skip
+    mlp = MLPSpec(read_int(cfg, "intermediate_size"), mlp_kind(read_str(cfg, "hidden_act", default="silu"), True))
+    fields = {
+        "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": eps, "norm_gain": False,
+        "tied": read_flag(cfg, "tie_word_embeddings", False), "not_modelled": (("H_cycles", HRM_WHY),),
+    }  # fmt: skip
+    return [LayerSpec(attention, mlp)] * (2 * per_stack), fields
+
+
+def tiny_hrm(cfg: dict, mt: str) -> dict:
+    """HRM-Text's tiny model: one block a stack, one cycle of each (HrmTextConfig: num_hidden_layers counts every
+    attention call, num_layers_per_stack x H_cycles x (L_cycles + 1))."""
+    return {"num_layers_per_stack": 1, "H_cycles": 1, "L_cycles": 1, "L_bp_cycles": [1], "num_hidden_layers": 2}
+
+
+MAPPERS = {**dict.fromkeys(DEFAULTS, gated_family), "hrm_text": hrm_family}
+TINY_LAYERS = {"hrm_text": tiny_hrm}

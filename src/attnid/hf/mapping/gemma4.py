@@ -16,6 +16,12 @@ code (`transformers` 5.24, models/gemma4/modular_gemma4.py, Gemma4TextConfig; ge
     gemma4_text           per-layer input embeddings (hidden_size_per_layer_input: an embedding table and a gated
                           projection into every block) and optional experts (enable_moe_block) beside the attention
 
+Gemma-3n's text model (`gemma3n_text`, models/gemma3n/modular_gemma3n.py) has the same attention (Gemma3nTextAttention:
+q/k norms with a gain shared by the heads, a gain-free v_norm, scaling 1.0, RoPE per layer type from rope_parameters,
+the last num_kv_shared_layers reading other layers' keys and values) with no per_layer_config and one MLP width per
+layer (intermediate_size a list); beside it AltUp streams (altup), LAUREL blocks (laurel), per-layer inputs and
+activation sparsity: layers only.
+
 A gain-free norm on the value heads leaves O(v) of GL(v) per group (`attnid.layer.counting_variants`); the whole-model
 count refuses it (`attnid.model.counting.limits`) and its generators are not written (`attnid.gauge.sources`):
 layers only.
@@ -33,6 +39,7 @@ V_NORM_WHY = (
     " and its generators are not written (the attention layers are counted alone)"
 )
 PER_LAYER_WHY = "per-layer input embeddings: a table and a gated projection into every block: not modelled"
+ALTUP_WHY = "AltUp's parallel streams, LAUREL's low-rank residual and activation sparsity in every block: not modelled"
 
 
 def _overrides(cfg: dict) -> dict[int, dict]:
@@ -78,7 +85,9 @@ def gemma4_family(cfg: dict, mt: str) -> tuple[list, dict]:
     eps = read_float(cfg, "rms_norm_eps", default=1e-6)
     window = read_int(cfg, "sliding_window", default=512)
     overrides, biases = _overrides(cfg), "qkvo" if read_flag(cfg, "attention_bias", False) else ""
-    mlp = MLPSpec(read_int(cfg, "intermediate_size"), "geglu", False)  # not counted (layers only)
+    widths = cfg.get("intermediate_size")  # Gemma-3n: one width per layer; not counted (layers only)
+    mlp = MLPSpec(read_int({"intermediate_size": widths[0] if isinstance(widths, list) else widths}, "intermediate_size"),
+                  "geglu", False)  # fmt: skip
     layers = []
     for i, kind in enumerate(types[: n_layers - shared]):
         if kind not in ("sliding_attention", "full_attention"):
@@ -97,6 +106,8 @@ def gemma4_family(cfg: dict, mt: str) -> tuple[list, dict]:
         not_modelled.append(("num_kv_shared_layers", why))
     if cfg.get("hidden_size_per_layer_input"):
         not_modelled.append(("hidden_size_per_layer_input", PER_LAYER_WHY))
+    if mt == "gemma3n_text":
+        not_modelled.append(("altup_num_inputs", ALTUP_WHY))
     fields = {
         "positions": "rope", "norm": "rmsnorm", "norm_bias": False, "norm_eps": eps,
         "tied": read_flag(cfg, "tie_word_embeddings", True), "not_modelled": tuple(not_modelled),
@@ -116,5 +127,17 @@ def tiny_layers(cfg: dict, mt: str) -> dict:
     return out
 
 
-MAPPERS = dict.fromkeys(("gemma4_text", "gemma4_unified_text"), gemma4_family)
-TINY_LAYERS = dict.fromkeys(("gemma4_text", "gemma4_unified_text"), tiny_layers)
+def tiny_gemma3n(cfg: dict, mt: str) -> dict:
+    """Gemma-3n's tiny model: a sliding and a full layer (no per_layer_config) with heads of 6, as Gemma-4's sliding
+    one (heads of 2 hold one plane each: at the self-check's data the first half of its sequences leaves one direction
+    of the full layer unresolved), no shared keys and values, per-layer inputs of 4 from 32 rows, two AltUp streams, a
+    LAUREL rank of 2."""
+    return {
+        "num_hidden_layers": 2, "head_dim": 6, "layer_types": ["sliding_attention", "full_attention"], "num_kv_shared_layers": 0,
+        "intermediate_size": [16, 16], "activation_sparsity_pattern": [0.95, 0.0], "hidden_size_per_layer_input": 4,
+        "vocab_size_per_layer_input": 32, "altup_num_inputs": 2, "laurel_rank": 2,
+    }  # fmt: skip
+
+
+MAPPERS = dict.fromkeys(("gemma4_text", "gemma4_unified_text", "gemma3n_text"), gemma4_family)
+TINY_LAYERS = {**dict.fromkeys(("gemma4_text", "gemma4_unified_text"), tiny_layers), "gemma3n_text": tiny_gemma3n}

@@ -44,7 +44,12 @@ models/<type>/modular_<type>.py, else modeling_<type>.py):
     eps          rms_norm_eps, else the class default (EPS_DEFAULTS); EXAONE's layer_norm_epsilon
     tied         tie_word_embeddings, class default true for Gemma, VaultGemma, ERNIE-4.5, SmolLM3, Granite-SWA
 
-Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
+Moshi's text decoder (MoshiForCausalLM, models/moshi/modeling_moshi.py; its depth decoder and audio encoder are
+MoshiForConditionalGeneration's): Llama's attention without biases (q/k/v/o in MoshiLinear), RoPE computed in the
+module from position_ids, the causal mask of every layer plain (MoshiModel builds create_causal_mask; sliding_window
+is read by no mask); MoshiGatingMLP is a SwiGLU of ffn_dim / 2 whose fc1 rows are [gate; up]; eps default 1e-8.
+Emu3's text model (emu3_text_model, Emu3TextModel) is LlamaModel with a dropout after each sublayer (the identity in
+eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
 EXAONE (3.x), InternLM-3 and IQuestCoder are built as LlamaForCausalLM from their own config classes (whose
 attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_function).
 """
@@ -75,12 +80,14 @@ HEAD_DIM_DEFAULTS = {
     "ernie4_5": 128, "seed_oss": 128, "internlm3": 128, "iquestcoder": 128, "glm": 128, "glm4": 128, "cwm": 128,
     "ministral3": 128,
 }  # fmt: skip
-FIXED_BIASES = {"qwen2": "qkv", "mistral": "", "mixtral": "", "phi3": "", "ministral": "", "ministral3": "", "cwm": ""}
+FIXED_BIASES = {
+    "qwen2": "qkv", "mistral": "", "mixtral": "", "phi3": "", "ministral": "", "ministral3": "", "cwm": "", "moshi": "",
+}  # fmt: skip
 QKV_ONLY = {"helium": False, "glm": True, "glm4": True}  # attention_bias on q, k, v only (its class default)
 EPS_DEFAULTS = {
     **dict.fromkeys(("olmo2", "olmo3", "gpt_oss", "phi3", "mixtral", "arcee", "apertus", "exaone", "exaone4"), 1e-5),
     **dict.fromkeys(("ernie4_5", "internlm3", "iquestcoder", "hunyuan_v1_dense", "cwm", "ministral3"), 1e-5),
-    **dict.fromkeys(("granite_swa", "bitnet"), 1e-5), "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
+    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "moshi": 1e-8, "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
 }  # fmt: skip
 TIED_DEFAULTS = ("gemma", "gemma2", "gemma3_text", "vaultgemma", "ernie4_5", "smollm3", "granite_swa")
 WINDOW_EVERY_LAYER = ("mistral", "mixtral", "phi3", "ministral3")
@@ -107,9 +114,11 @@ MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "olmo2",
     "phi3", "gpt_oss", "arcee", "apertus", "helium", "exaone", "exaone4", "ernie4_5", "seed_oss", "smollm3",
     "ministral", "ministral3", "internlm3", "iquestcoder", "hunyuan_v1_dense", "glm", "glm4", "cwm", "vaultgemma",
-    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet", "apertus1p5_text",
+    "olmo3", "granite", "granite_swa", "hyperclovax", "nanochat", "bitnet", "apertus1p5_text", "emu3_text_model",
+    "moshi",
 )  # fmt: skip
-BASE_TYPES = {"apertus1p5_text": "apertus"}  # a model type whose code is another's, with the keys that differ
+BASE_TYPES = {"apertus1p5_text": "apertus", "emu3_text_model": "llama"}  # a type whose code is another's
+MOSHI_TABLE_WHY = "an embedding of vocab_size + 1 rows beside an lm_head of vocab_size (MoshiModel): not modelled"
 
 
 def _biases(cfg: dict, mt: str) -> str:
@@ -205,7 +214,8 @@ def _mlps(cfg: dict, mt: str, n_layers: int, not_modelled: list) -> list:
             )
             return [MLPSpec(read_int(cfg, "intermediate_size"), "silu", bias)] * n_layers
         kind = mlp_kind(activation, mt not in UNGATED)
-        return [MLPSpec(read_int(cfg, "intermediate_size"), kind, bias, sub_norm=mt == "bitnet")] * n_layers
+        width = read_int(cfg, "ffn_dim") // 2 if mt == "moshi" else read_int(cfg, "intermediate_size")
+        return [MLPSpec(width, kind, bias, sub_norm=mt == "bitnet")] * n_layers
     width = read_int(cfg, "moe_intermediate_size", "intermediate_size")
     top_k = read_int(cfg, "num_experts_per_tok", "experts_per_token")
     routed = experts(cfg, mt, n_experts, top_k, width, activation, not_modelled)
@@ -236,7 +246,7 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     windows = _windows(cfg, mt, types)
     thetas = _thetas(cfg, mt, types, windows)
     biases = _biases(cfg, mt)
-    eps = read_float(cfg, "rms_norm_eps", default=EPS_DEFAULTS.get(mt, 1e-6))
+    eps = read_float(cfg, "rms_norm_eps", default=EPS_DEFAULTS.get(own_type, EPS_DEFAULTS.get(mt, 1e-6)))
     variant = _attention_variant(cfg, mt, eps)
     not_modelled: list = []
     if own_type == "apertus1p5_text" and read_int(cfg, "output_vocab_size", default=None) not in (
@@ -244,6 +254,8 @@ def llama_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         cfg.get("vocab_size"),
     ):
         not_modelled.append(("output_vocab_size", "an unembedding of other rows than the embedding: not modelled"))
+    if mt == "moshi":
+        not_modelled.append(("vocab_size", MOSHI_TABLE_WHY))
     mlps = _mlps(cfg, mt, n_layers, not_modelled)
     layers = []
     for t, window, theta, mlp in zip(types, windows, thetas, mlps, strict=True):
@@ -272,10 +284,6 @@ REFUSED = {
     "dory": "attention not counted: a normalised stream updated by learned interpolation rates (lambda_1, lambda_2),"
     " a gated and rescaled"
     " attention output, learned per-token logit scales",
-    "hrm_text": "not yet mapped: hierarchical recurrence: its stacks run H_cycles x L_cycles times with the same"
-    " weights",
-    "gemma3n_text": "not yet mapped: AltUp predictions, Laurel blocks, per-layer embeddings and activation sparsity"
-    " beside the attention",
 }
 
 

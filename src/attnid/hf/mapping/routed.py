@@ -47,6 +47,17 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
                    after RoPE (rms_head_rotated: the gain does not commute with the rotation, so of the commutant
                    only the product of the two gains is seen); every block routed (num_experts, moe_topk as ints),
                    a shared SwiGLU of intermediate_size without a gate; eps default 1e-5
+    aria_text      AriaTextAttention (Llama's, attention_bias on all four); every block routed, experts intermediate_size
+                   wide (AriaExperts), a shared SwiGLU beside them (AriaTextMoELayer)
+    mellum         MellumAttention (Qwen3-MoE's: attention_bias on all four, per-head q/k RMSNorm), the window on
+                   layer_types' sliding layers, RoPE per layer type from rope_parameters[type] (full: theta 500000,
+                   sliding: 10000; LagunaRotaryEmbedding); routed per mlp_layer_types (default: every block), else a
+                   dense SwiGLU of intermediate_size (LagunaDecoderLayer)
+    kolibri1       Kolibri1Attention (EXAONE-4's: no biases, per-head q/k RMSNorm, RoPE only on the sliding layers when
+                   sliding_window is set), layer_types by default full every fifth; GLM-4's blocks (Glm4DecoderLayer:
+                   a norm before and after each sublayer); every block routed
+    hy_v3          HYV3Attention (Apertus's: attention_bias on all four, per-head q/k RMSNorm before RoPE); routed per
+                   mlp_layer_types (HYV3Config's default: the first block dense), eps default 1e-5
     phimoe         LlamaAttention (attention_bias on all four), the window on every layer (MixtralModel's
                    mask), LayerNorms with a bias of eps rms_norm_eps, an lm_head biased by lm_head_bias;
                    experts intermediate_size wide; its sparsemixer router is recorded as not modelled
@@ -83,16 +94,22 @@ DEFAULTS = {
     "glm4_moe": (1e-5, False, 0.5), "sarvam_moe": (1e-6, False, 1.0), "solar_open": (1e-5, False, 1.0),
     "dots1": (1e-6, False, 1.0), "exaone_moe": (1e-5, False, 1.0), "phimoe": (1e-5, False, 1.0),
     "minimax_m2": (1e-6, False, 1.0), "mimo_v2_flash": (1e-5, False, 0.334), "flint": (1e-6, False, 1.0),
-    "hunyuan_v1_moe": (1e-5, False, 1.0),
+    "hunyuan_v1_moe": (1e-5, False, 1.0), "aria_text": (1e-6, False, 1.0), "mellum": (1e-6, False, 1.0),
+    "hy_v3": (1e-5, False, 1.0), "kolibri1": (1e-6, False, 1.0),
 }  # fmt: skip
-HEAD_DIM_DEFAULTS = {"solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192, "flint": 128}
+HEAD_DIM_DEFAULTS = {
+    "solar_open": 128, "sarvam_moe": 64, "minimax_m2": 128, "mimo_v2_flash": 192, "flint": 128, "mellum": 128,
+    "hy_v3": 128, "kolibri1": 128,
+}  # fmt: skip
 # the experts' width: moe_intermediate_size, else intermediate_size (MixtralExperts: OLMoE, FlexOlmo, Granite, PhiMoE)
 MOE_WIDTH = (
     "qwen2_moe", "ernie4_5_moe", "glm4_moe", "sarvam_moe", "solar_open", "dots1", "exaone_moe", "mimo_v2_flash", "flint",
+    "mellum", "hy_v3", "kolibri1",
 )  # fmt: skip
 QK_NORM = {
     "olmoe": "rms_all", "flex_olmo": "rms_all", "minimax_m2": "rms_all", "dots1": "rms_head", "exaone_moe": "rms_head",
-    "flint": "rms_head", "hunyuan_v1_moe": "rms_head_rotated",
+    "flint": "rms_head", "hunyuan_v1_moe": "rms_head_rotated", "mellum": "rms_head", "hy_v3": "rms_head",
+    "kolibri1": "rms_head",
 }  # fmt: skip
 
 
@@ -100,7 +117,7 @@ def _biases(cfg: dict, mt: str) -> str:
     """Which of q, k, v, o_proj carry a bias (module docstring)."""
     if mt == "qwen2_moe":
         return "qkv" if read_flag(cfg, "qkv_bias", True) else ""
-    if mt in ("exaone_moe", "minimax_m2"):
+    if mt in ("exaone_moe", "minimax_m2", "kolibri1"):
         return ""
     if mt == "ernie4_5_moe":
         return "qkvo" if read_flag(cfg, "use_bias", False) else ""
@@ -149,8 +166,8 @@ def _routed(cfg: dict, mt: str, n_layers: int) -> list[bool]:
         end = read_int(cfg, "moe_layer_end_index", default=-1, minimum=-1)
         end = n_layers - 1 if end == -1 else end  # Ernie4_5_MoeConfig.__post_init__
         return [(i + 1) % every == 0 and start <= i <= end for i in range(n_layers)]
-    if mt == "exaone_moe":
-        return routed_layers(cfg, n_layers, 1)
+    if mt in ("exaone_moe", "hy_v3", "mellum"):  # mlp_layer_types (HYV3Config's default: the
+        return routed_layers(cfg, n_layers, 0 if mt == "mellum" else 1)  # first block dense)
     if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: mlp_layer_types, default the first block dense
         return routed_layers(cfg, n_layers, 1) if cfg.get("mlp_layer_types") else [i > 0 for i in range(n_layers)]
     dense_first = {"glm4_moe": 1, "sarvam_moe": 1, "dots1": 0}
@@ -175,13 +192,6 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     d, H, G, k = head_sizes(cfg, head_default)
     n_layers = read_int(cfg, "num_hidden_layers")
     eps = read_float(cfg, "rms_norm_eps", default=eps_default)
-    # the rotary classes take int(k f) dims and a frequency for every other one of them, then rotate two dims
-    # per frequency (an odd int(k f) rounds up)
-    factor = partial_factor(cfg, default=rotary_default)
-    given = "partial_rotary_factor" in cfg or "partial_rotary_factor" in read_section(cfg, "rope_parameters")
-    if mt == "minimax_m2" and cfg.get("rotary_dim") is not None and not given:
-        factor = read_int(cfg, "rotary_dim") / k  # MiniMaxM2Config.convert_rope_params_to_dict
-    p = min(k, 2 * math.ceil(int(k * factor) / 2))
     qk = {"qk_norm": QK_NORM[mt], "norm_eps": eps} if mt in QK_NORM else {}
     if mt in ("glm4_moe", "sarvam_moe") and read_flag(cfg, "use_qk_norm", mt == "sarvam_moe"):
         qk = {"qk_norm": "rms_head", "norm_eps": eps}
@@ -189,7 +199,7 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     if mt == "qwen2_moe" and not read_flag(cfg, "use_sliding_window", False):
         window = 0  # Qwen2MoeConfig: sliding_window = 0 unless use_sliding_window
     # Exaone4Attention: RoPE on the sliding layers only while sliding_window is set; FlintAttention: always
-    nope_full = (mt == "exaone_moe" and window) or mt == "flint"
+    nope_full = (mt in ("exaone_moe", "kolibri1") and window) or mt == "flint"
     activation = read_str(cfg, "hidden_act", default="silu")
     not_modelled: list = []
     routed = _moe(cfg, mt, activation, not_modelled)
@@ -205,10 +215,12 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
     layers = []
     if mt in ("granitemoe_swa", "flint") and "sliding_window" not in cfg:
         window = {"granitemoe_swa": 128, "flint": 513}[mt]  # the config classes' defaults
-    thetas = _layer_thetas(cfg, n_layers) if mt == "granitemoe_swa" else [rope(cfg)] * n_layers
-    for kind, moe, theta in zip(_windows(cfg, mt, n_layers), _routed(cfg, mt, n_layers), thetas, strict=True):
+    kinds = _windows(cfg, mt, n_layers)
+    thetas = _layer_thetas(cfg, n_layers) if mt == "granitemoe_swa" else [rope(cfg, t) for t in kinds]
+    for kind, moe, theta in zip(kinds, _routed(cfg, mt, n_layers), thetas, strict=True):
         sliding = kind == "sliding_attention" and window > 0
         nope = (nope_full and not sliding) or not theta
+        p = _rotated_dims(cfg, mt, k, kind, rotary_default)
         per_layer = {"n_kv_heads": G, "rope_dims": 0 if nope else p, "rope_base": theta or rope(cfg)}
         if mt == "mimo_v2_flash":
             per_layer = _mimo_layer(cfg, kind, G, k)
@@ -226,8 +238,20 @@ def routed_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
         "norm": "layernorm" if phimoe else "rmsnorm", "norm_bias": phimoe, "norm_eps": eps,
         "tied": read_flag(cfg, "tie_word_embeddings", tied_default),
         "lm_head_bias": phimoe and read_flag(cfg, "lm_head_bias", False), "not_modelled": tuple(not_modelled),
+        "output_norms": mt == "kolibri1",
     }  # fmt: skip
     return layers, fields
+
+
+def _rotated_dims(cfg: dict, mt: str, k: int, kind: str, default: float) -> int:
+    """The rotated dims of a head of a layer of `kind`: the rotary classes take int(k f) dims and a frequency for every
+    other one of them, then rotate two dims per frequency (an odd int(k f) rounds up); f by layer type where
+    rope_parameters holds one section per type (Mellum's, LagunaRotaryEmbedding)."""
+    factor = partial_factor(cfg, default=default, layer_type=kind)
+    given = "partial_rotary_factor" in cfg or "partial_rotary_factor" in read_section(cfg, "rope_parameters")
+    if mt == "minimax_m2" and cfg.get("rotary_dim") is not None and not given:
+        factor = read_int(cfg, "rotary_dim") / k  # MiniMaxM2Config.convert_rope_params_to_dict
+    return min(k, 2 * math.ceil(int(k * factor) / 2))
 
 
 def _layer_thetas(cfg: dict, n_layers: int) -> list[float]:
@@ -288,9 +312,6 @@ NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
     " routed experts",
-    "longcat_flash": "not yet mapped: shortcut MoE (LongcatFlashDecoderLayer): two attention and MLP sublayers per"
-    " block, a mixture"
-    " reading the first and writing after the second, with zero-computation (identity) experts",
 }
 
 
