@@ -6,40 +6,42 @@ still read. What the code of a model class fixes rather than its config is writt
 of its family (every module here that defines MAPPERS = {model_type: mapper}; a mapper returns every
 block and the other ModelSpec fields; REFUSED = {model_type: why} names the types a family examined and
 does not map; NAME_MAPS = {model_type: names} writes its classes' parameters onto the layout, in the words of
-`.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model; DEFAULT_GAPS =
-{model_type: keys} fills what a config class leaves None though its model class needs it; TEXT_MODELS = {wrapper:
-text model type} names a multimodal wrapper's text model), each fact with where it comes from. Adding a family is one module here (and its tests):
+`.names`; TINY_LAYERS = {model_type: keys} picks a hybrid's layers for the tiny self-check model, TINY_KEYS =
+{model_type: keys} fixes keys of it after shrinking; DEFAULT_GAPS = {model_type: keys} fills what a config class leaves
+None though its model class needs it; TEXT_MODELS = {wrapper: text model type} names a multimodal wrapper's text
+model), each fact with where it comes from. Adding a family is one module here (and its tests):
 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
                Ministral 1/3, InternLM-3, IQuestCoder, HunYuan-Dense, GLM 1/4, CWM, VaultGemma, Granite,
-               Granite-SWA, HyperCLOVAX, NanoChat, BitNet)
+               Granite-SWA, HyperCLOVAX, NanoChat, BitNet, Emu3's text model; Moshi's text decoder: layers only)
     layernorm  StarCoder2, StableLM, Persimmon, Nemotron, Jais-2, OLMo (LayerNorm blocks)
-    cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias)
+    cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias), Cohere-2-MoE (layers only)
     deepseek   DeepSeek-V2/V3, GLM-4.7-Flash (latent attention, dense then routed blocks), Youtu, MiniCPM3
-               (dense)
+               (dense); A.X-K1, LongCat-Flash (layers only)
     experts    the mixtures of experts of those
     gpt2       GPT-2, GPT-SW3, GPTBigCode, GPT-Neo, GPT-1
     opt        OPT, BioGPT, XGLM
     ctrl       CTRL
     mpt        MPT, DBRX
     routed     the Llama-shaped mixtures of experts: Qwen2-MoE, OLMoE, FlexOlmo, Granite-MoE, Ernie-4.5-MoE,
-               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE, HunYuan-MoE
+               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE, HunYuan-MoE,
+               Aria's text model, Mellum, HY-V3, Kolibri-1; MiniMax-M3's text model (layers only)
     llama4     Llama-4's text model (gain-free q/k norms, chunks, a query temperature; layers only)
-    gemma4     Gemma-4's text models (a gain-free norm on every value head; layers only)
+    gemma4     Gemma-4's and Gemma-3n's text models (a gain-free norm on every value head; layers only)
     parallel   GPT-J, CodeGen, GPT-NeoX (and its Japanese), Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM) and its relatives (ERNIE, BERT-Generation, Megatron-BERT, the RoBERTas,
-               ELECTRA, RemBERT, RoCBert, RoFormer)
+               ELECTRA, RemBERT, RoCBert, RoFormer; GIT's decoder, XLM: layers only)
     hybrid     Jamba, Bamba, Falcon-H1, LFM2, LFM3, Nemotron-H, RecurrentGemma, MiniMax, OLMo-hybrid, Lara-mini,
                Qwen3-Next, Qwen3.5 (+ text, MoE): their softmax-attention layers only (layers only)
     modernbert ModernBERT's decoder (per layer)
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
-               per head, Beam's gate bias): their attention layers (layers only)
+               per head, Beam's gate bias): their attention layers (layers only); HRM-Text (layers only)
     diffllama  DiffLlama: differential attention (layers only)
-    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal: multimodal wrappers whose text model a
-               family maps (layers only: the towers named); Emu3, whose causal LM is its text model (TEXT_MODELS: a
-               wrapper -> its text model's type, read by `text_config` and `model_type`)
+    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal, MOSS-transcribe: multimodal wrappers
+               whose text model a family maps (layers only: the towers named); Emu3, whose causal LM is its text
+               model (TEXT_MODELS: a wrapper -> its text model's type, read by `text_config` and `model_type`)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

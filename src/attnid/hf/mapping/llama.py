@@ -49,7 +49,8 @@ MoshiForConditionalGeneration's): Llama's attention without biases (q/k/v/o in M
 module from position_ids, the causal mask of every layer plain (MoshiModel builds create_causal_mask; sliding_window
 is read by no mask); MoshiGatingMLP is a SwiGLU of ffn_dim / 2 whose fc1 rows are [gate; up]; eps default 1e-8.
 Emu3's text model (emu3_text_model, Emu3TextModel) is LlamaModel with a dropout after each sublayer (the identity in
-eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
+eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not
+modelled).
 EXAONE (3.x), InternLM-3 and IQuestCoder are built as LlamaForCausalLM from their own config classes (whose
 attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_function).
 """
@@ -86,7 +87,8 @@ QKV_ONLY = {"helium": False, "glm": True, "glm4": True}  # attention_bias on q, 
 EPS_DEFAULTS = {
     **dict.fromkeys(("olmo2", "olmo3", "gpt_oss", "phi3", "mixtral", "arcee", "apertus", "exaone", "exaone4"), 1e-5),
     **dict.fromkeys(("ernie4_5", "internlm3", "iquestcoder", "hunyuan_v1_dense", "cwm", "ministral3"), 1e-5),
-    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "moshi": 1e-8, "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
+    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "moshi": 1e-8, "glm": 1.5625e-07,
+    "glm4": 1.5625e-07, "helium": 1e-8,
 }  # fmt: skip
 TIED_DEFAULTS = ("gemma", "gemma2", "gemma3_text", "vaultgemma", "ernie4_5", "smollm3", "granite_swa")
 WINDOW_EVERY_LAYER = ("mistral", "mixtral", "phi3", "ministral3")

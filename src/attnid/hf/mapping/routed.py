@@ -47,8 +47,8 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
                    after RoPE (rms_head_rotated: the gain does not commute with the rotation, so of the commutant
                    only the product of the two gains is seen); every block routed (num_experts, moe_topk as ints),
                    a shared SwiGLU of intermediate_size without a gate; eps default 1e-5
-    aria_text      AriaTextAttention (Llama's, attention_bias on all four); every block routed, experts intermediate_size
-                   wide (AriaExperts), a shared SwiGLU beside them (AriaTextMoELayer)
+    aria_text      AriaTextAttention (Llama's, attention_bias on all four); every block routed, experts
+                   intermediate_size wide (AriaExperts), a shared SwiGLU beside them (AriaTextMoELayer)
     mellum         MellumAttention (Qwen3-MoE's: attention_bias on all four, per-head q/k RMSNorm), the window on
                    layer_types' sliding layers, RoPE per layer type from rope_parameters[type] (full: theta 500000,
                    sliding: 10000; LagunaRotaryEmbedding); routed per mlp_layer_types (default: every block), else a
@@ -58,9 +58,10 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
                    a norm before and after each sublayer); every block routed
     minimax_m3_vl_text  MiniMaxM3VLAttention (MiniMax-M2's without biases, with a Gemma RMSNorm per head on q and k),
                    RoPE on partial_rotary_factor of the head (MiniMaxM3VLRotaryEmbedding reads rope_parameters only:
-                   rotary_dim, 64 of 128 by default, is read by no code, so the whole head); a minimax_m3_sparse layer adds a lightning indexer that keeps
-                   the top key blocks per query (refused: its layer type is not modelled); experts and dense MLPs
-                   per mlp_layer_types, the shared expert and the dense MLPs clamped SwiGLUs (not modelled)
+                   rotary_dim, 64 of 128 by default, is read by no code, so the whole head); a minimax_m3_sparse
+                   layer adds a lightning indexer that keeps the top key blocks per query (refused: its layer type
+                   is not modelled); experts and dense MLPs per mlp_layer_types, the shared expert and the dense
+                   MLPs clamped SwiGLUs (not modelled)
     hy_v3          HYV3Attention (Apertus's: attention_bias on all four, per-head q/k RMSNorm before RoPE); routed per
                    mlp_layer_types (HYV3Config's default: the first block dense), eps default 1e-5
     phimoe         LlamaAttention (attention_bias on all four), the window on every layer (MixtralModel's
