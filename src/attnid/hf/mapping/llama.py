@@ -73,7 +73,10 @@ from .keys import (
     read_str,
     rope,
 )
-from .names import attention_linear, expert_names, head_names, mlp_linear, norm, permuted, rope_perm, same
+from .names import attention_linear, expert_names, head_names, linear, mlp_linear, norm, permuted, rope_perm, same
+
+GATE_UP_DOWN = ("gate", "up", "down")
+GLM4_NORMS = ("kolibri1",)  # Glm4DecoderLayer: post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm
 
 HEAD_DIM_DEFAULTS = {
     "gemma": 256, "gemma2": 256, "gemma3_text": 256, "vaultgemma": 256, "qwen3": 128, "gpt_oss": 64, "helium": 128,
@@ -290,7 +293,8 @@ REFUSED = {
 
 def llama_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
-    gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS), Gemma-2/3's output norms."""
+    gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS; Mellum's, HY-V3's and Kolibri-1's with their
+    shared experts, Aria's), Gemma-2/3's output norms (GLM-4's blocks' in Kolibri-1)."""
     mt, e = cfg["model_type"], []
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
@@ -304,10 +308,16 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             e.append(same(f"{hf}.self_attn.sinks", f"{fine}.attn.sink"))
         if isinstance(x.mlp, MoESpec):
             expert_names(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, mt)
+            if x.mlp.n_shared:  # one SwiGLU (HY-V3's shared_experts)
+                e += [linear(f"{hf}.mlp.shared_experts.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in GATE_UP_DOWN]
         else:
             mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
         norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
-        if spec.output_norms:
+        if spec.output_norms and mt in GLM4_NORMS:  # Glm4DecoderLayer's names
+            norm(e, f"{hf}.post_self_attn_layernorm", f"{fine}.out_norm_1")
+            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+            norm(e, f"{hf}.post_mlp_layernorm", f"{fine}.out_norm_2")
+        elif spec.output_norms:
             norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
             norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
             norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")

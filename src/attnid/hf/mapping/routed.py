@@ -77,6 +77,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .experts import experts
+from .llama import llama_names
 from .names import attention_linear, head_names, linear, norm, permuted, rope_perm, same
 from .keys import (
     head_sizes,
@@ -313,7 +314,7 @@ def hunyuan_moe_names(spec, cfg: dict) -> list[tuple]:
 
 
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
-NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
+NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names, **dict.fromkeys(("mellum", "hy_v3", "aria_text", "kolibri1"), llama_names)}
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
