@@ -13,6 +13,7 @@ models/<type>/modeling_<type>.py):
     qkv_per_group       Falcon (new arch) query_key_value rows per KV group [q of its r heads; k; v]
     gate_up_rows        Mixtral, Qwen3-MoE, DeepSeek experts' gate_up_proj (E, 2m, d) = [gate; up]
     gate_up_interleaved GPT-OSS gate_up_proj (E, d, 2m): gate even, up odd columns (and its bias)
+    gate_up_columns     Aria's experts' gate_up_proj (E, d, 2m) = [gate | up] columns (AriaExperts, stored (in, out))
     latent_rope_rows    DeepSeek kv_a_proj_with_mqa rows [latent (r); rope key (p)]
     kv_b_heads          DeepSeek kv_b_proj rows per head [k_nope; v]
 """
@@ -182,6 +183,11 @@ def gate_up_interleaved(hf: str, fines: tuple) -> Entry:
     return Entry(hf, fines, lambda x: (x[..., 0::2], x[..., 1::2]), lambda t: torch.stack(t, -1).flatten(-2))
 
 
+def gate_up_columns(hf: str, fines: tuple, m: int) -> Entry:
+    """(E, d, 2m) = [gate | up] <-> gate, up (E, d, m)."""
+    return Entry(hf, fines, lambda x: (x[..., :m], x[..., m:]), lambda t: torch.cat(t, -1))
+
+
 def latent_rope_rows(hf: str, fines: tuple, r: int, perm: tuple) -> Entry:
     """kv_a_proj_with_mqa (r + p, d) rows [latent; rope key] <-> W_DKV (d, r), W_KR (d, p) (rope dims permuted)."""
     kr = torch.tensor(perm)
@@ -200,7 +206,8 @@ def kv_b_heads(hf: str, fines: tuple, H: int, u: int) -> Entry:
 
 KINDS = {f.__name__: f for f in (same, linear, heads, head_bias, permuted, rows, out_heads, qkv_columns,
                                  qkv_columns_bias, row_heads, qkv_per_head, qkv_per_head_bias, qkv_per_group,
-                                 gate_up_rows, gate_up_interleaved, latent_rope_rows, kv_b_heads)}  # fmt: skip
+                                 gate_up_rows, gate_up_interleaved, gate_up_columns, latent_rope_rows,
+                                 kv_b_heads)}  # fmt: skip
 
 
 class NameMap:

@@ -22,29 +22,30 @@ each fact with where it comes from. Adding a family is one module here (and its 
     llama      Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1-3, OLMo-2/3, Phi-3, GPT-OSS and the dense
                relatives with RMSNorm (Arcee, Apertus, Helium, EXAONE 3/4, ERNIE-4.5, Seed-OSS, SmolLM3,
                Ministral 1/3, InternLM-3, IQuestCoder, HunYuan-Dense, GLM 1/4, CWM, VaultGemma, Granite,
-               Granite-SWA, HyperCLOVAX, NanoChat, BitNet)
+               Granite-SWA, HyperCLOVAX, NanoChat, BitNet, Emu3's text model; Moshi's text decoder: layers only)
     layernorm  StarCoder2, StableLM, Persimmon, Nemotron, Jais-2, OLMo (LayerNorm blocks)
-    cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias)
+    cohere     Cohere, Cohere-2 (parallel blocks behind a LayerNorm without bias), Cohere-2-MoE (layers only)
     deepseek   DeepSeek-V2/V3, GLM-4.7-Flash (latent attention, dense then routed blocks), Youtu, MiniCPM3
-               (dense)
+               (dense); A.X-K1, LongCat-Flash (layers only)
     experts    the mixtures of experts of those
     gpt2       GPT-2, GPT-SW3, GPTBigCode, GPT-Neo, GPT-1
     opt        OPT, BioGPT, XGLM
     ctrl       CTRL
     mpt        MPT, DBRX
     routed     the Llama-shaped mixtures of experts: Qwen2-MoE, OLMoE, FlexOlmo, Granite-MoE, Ernie-4.5-MoE,
-               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE, HunYuan-MoE
+               GLM-4.5, dots1, EXAONE-MoE, Solar-Open, Sarvam-MoE, MiniMax-M2, MiMo-V2-Flash, PhiMoE, HunYuan-MoE,
+               Aria's text model, Mellum, HY-V3, Kolibri-1; MiniMax-M3's text model (layers only)
     llama4     Llama-4's text model (gain-free q/k norms, chunks, a query temperature; layers only)
-    gemma4     Gemma-4's text models (a gain-free norm on every value head; layers only)
+    gemma4     Gemma-4's and Gemma-3n's text models (a gain-free norm on every value head; layers only)
     parallel   GPT-J, CodeGen, GPT-NeoX (and its Japanese), Phi, Falcon (parallel blocks)
     bloom      BLOOM
     bert       BERT (as BertForMaskedLM) and its relatives (ERNIE, BERT-Generation, Megatron-BERT, the RoBERTas,
-               ELECTRA, RemBERT, RoCBert, RoFormer)
+               ELECTRA, RemBERT, RoCBert, RoFormer; GIT's decoder, XLM: layers only)
     hybrid     Jamba, Bamba, Falcon-H1, LFM2, LFM3, Nemotron-H, RecurrentGemma, MiniMax, OLMo-hybrid, Lara-mini,
                Qwen3-Next, Qwen3.5 (+ text, MoE): their softmax-attention layers only (layers only)
     modernbert ModernBERT's decoder (per layer)
     gated      AfMoE, Laguna, Beam: mixtures of experts with gated attention (sigmoid or softplus, per element or
-               per head, Beam's gate bias): their attention layers (layers only)
+               per head, Beam's gate bias): their attention layers (layers only); HRM-Text (layers only)
     diffllama  DiffLlama: differential attention (layers only)
     seq2seq    the decoders of encoder-decoder models: BART, mBART, PLBart, MVP, Blenderbot (+ small), BigBird-Pegasus,
                Marian, Pegasus, TrOCR, Whisper, MusicGen (self- and cross-attention), MusicGen-Melody (layers only)
@@ -55,9 +56,9 @@ each fact with where it comes from. Adding a family is one module here (and its 
     minimax_m3 MiniMax-M3's text model (per-head q/k norms; its sparse layers' block indexer: layers only)
     latent_hybrid  Kimi-Linear (latent attention without RoPE), Bailing-hybrid (latent attention with a gate per
                head): their latent-attention layers only (layers only)
-    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal: multimodal wrappers whose text model a
-               family maps (layers only: the towers named); Emu3, whose causal LM is its text model (TEXT_MODELS: a
-               wrapper -> its text model's type, read by `text_config` and `model_type`)
+    wrappers   Gemma-3, Gemma-4 (+ unified), GOT-OCR2, Fuyu, Phi-4-multimodal, MOSS-transcribe: multimodal wrappers
+               whose text model a family maps (layers only: the towers named); Emu3, whose causal LM is its text
+               model (TEXT_MODELS: a wrapper -> its text model's type, read by `text_config` and `model_type`)
 
 Every block's attention layer is exact (per-layer counts need nothing else). What the whole-model count
 does not model is recorded in `ModelSpec.not_modelled` (the key and why), and `count_model` refuses it by

@@ -49,7 +49,8 @@ MoshiForConditionalGeneration's): Llama's attention without biases (q/k/v/o in M
 module from position_ids, the causal mask of every layer plain (MoshiModel builds create_causal_mask; sliding_window
 is read by no mask); MoshiGatingMLP is a SwiGLU of ffn_dim / 2 whose fc1 rows are [gate; up]; eps default 1e-8.
 Emu3's text model (emu3_text_model, Emu3TextModel) is LlamaModel with a dropout after each sublayer (the identity in
-eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not modelled).
+eval), eps default 1e-5. Apertus-1.5's text model is Apertus with an lm_head of output_vocab_size rows when set (not
+modelled).
 EXAONE (3.x), InternLM-3 and IQuestCoder are built as LlamaForCausalLM from their own config classes (whose
 attribute_map renames keys: EXAONE's num_layers, layer_norm_epsilon, activation_function).
 """
@@ -72,8 +73,11 @@ from .keys import (
     read_str,
     rope,
 )
-from .names import attention_linear, expert_names, head_names, mlp_linear, norm, permuted, rope_perm, same
+from .names import attention_linear, expert_names, head_names, linear, mlp_linear, norm, permuted, rope_perm, same
 from .real_attention import llama_like
+
+GATE_UP_DOWN = ("gate", "up", "down")
+GLM4_NORMS = ("kolibri1",)  # Glm4DecoderLayer: post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm
 
 HEAD_DIM_DEFAULTS = {
     "gemma": 256, "gemma2": 256, "gemma3_text": 256, "vaultgemma": 256, "qwen3": 128, "gpt_oss": 64, "helium": 128,
@@ -87,7 +91,8 @@ QKV_ONLY = {"helium": False, "glm": True, "glm4": True}  # attention_bias on q, 
 EPS_DEFAULTS = {
     **dict.fromkeys(("olmo2", "olmo3", "gpt_oss", "phi3", "mixtral", "arcee", "apertus", "exaone", "exaone4"), 1e-5),
     **dict.fromkeys(("ernie4_5", "internlm3", "iquestcoder", "hunyuan_v1_dense", "cwm", "ministral3"), 1e-5),
-    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "moshi": 1e-8, "glm": 1.5625e-07, "glm4": 1.5625e-07, "helium": 1e-8,
+    **dict.fromkeys(("granite_swa", "bitnet", "emu3_text_model"), 1e-5), "moshi": 1e-8, "glm": 1.5625e-07,
+    "glm4": 1.5625e-07, "helium": 1e-8,
 }  # fmt: skip
 TIED_DEFAULTS = ("gemma", "gemma2", "gemma3_text", "vaultgemma", "ernie4_5", "smollm3", "granite_swa")
 WINDOW_EVERY_LAYER = ("mistral", "mixtral", "phi3", "ministral3")
@@ -289,7 +294,8 @@ REFUSED = {
 
 def llama_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
-    gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS), Gemma-2/3's output norms."""
+    gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS; Mellum's, HY-V3's and Kolibri-1's with their
+    shared experts, Aria's), Gemma-2/3's output norms (GLM-4's blocks' in Kolibri-1)."""
     mt, e = cfg["model_type"], []
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
@@ -303,10 +309,16 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             e.append(same(f"{hf}.self_attn.sinks", f"{fine}.attn.sink"))
         if isinstance(x.mlp, MoESpec):
             expert_names(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, mt)
+            if x.mlp.n_shared:  # one SwiGLU (HY-V3's shared_experts)
+                e += [linear(f"{hf}.mlp.shared_experts.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in GATE_UP_DOWN]
         else:
             mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
         norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
-        if spec.output_norms:
+        if spec.output_norms and mt in GLM4_NORMS:  # Glm4DecoderLayer's names
+            norm(e, f"{hf}.post_self_attn_layernorm", f"{fine}.out_norm_1")
+            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+            norm(e, f"{hf}.post_mlp_layernorm", f"{fine}.out_norm_2")
+        elif spec.output_norms:
             norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
             norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
             norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")

@@ -96,8 +96,9 @@ def mlp_linear(entries, hf, fine, mlp, up="up_proj", gate="gate_proj", down="dow
 def expert_names(entries, hf, fine, moe: MoESpec, model_type: str):
     """Routed experts: Mixtral, Qwen3-MoE and DeepSeek gate_up_proj (E, 2m, d) = [gate; up] (`gate_up_rows`),
     down_proj (E, d, m); GPT-OSS gate_up_proj (E, d, 2m) interleaved, gate even and up odd columns
-    (`gate_up_interleaved`, its bias alike), down (E, m, d)."""
-    router = f"{hf}.router" if model_type == "gpt_oss" else f"{hf}.gate"
+    (`gate_up_interleaved`, its bias alike), down (E, m, d); Aria's (stored (in, out)) gate_up_proj (E, d, 2m) =
+    [gate | up] (`gate_up_columns`), down (E, m, d), its router `router`."""
+    router = f"{hf}.router" if model_type in ("gpt_oss", "aria_text") else f"{hf}.gate"
     entries.append(linear(f"{router}.weight", f"{fine}.router"))
     if moe.router_bias:
         entries.append(same(f"{router}.bias", f"{fine}.router_bias"))
@@ -105,6 +106,10 @@ def expert_names(entries, hf, fine, moe: MoESpec, model_type: str):
         entries.append(("gate_up_interleaved", f"{hf}.experts.gate_up_proj", (f"{fine}.gate", f"{fine}.up")))
         entries.append(("gate_up_interleaved", f"{hf}.experts.gate_up_proj_bias", (f"{fine}.gate_bias", f"{fine}.up_bias")))
         entries += [same(f"{hf}.experts.down_proj", f"{fine}.down"), same(f"{hf}.experts.down_proj_bias", f"{fine}.down_bias")]
+        return
+    if model_type == "aria_text":
+        entries.append(("gate_up_columns", f"{hf}.experts.gate_up_proj", (f"{fine}.gate", f"{fine}.up"), moe.d_expert))
+        entries.append(same(f"{hf}.experts.down_proj", f"{fine}.down"))
         return
     entries.append(("gate_up_rows", f"{hf}.experts.gate_up_proj", (f"{fine}.gate", f"{fine}.up"), moe.d_expert))
     entries.append(linear(f"{hf}.experts.down_proj", f"{fine}.down"))

@@ -47,8 +47,8 @@ config (`transformers` 5.24, models/<type>/modular_<type>.py; keys a config leav
                    after RoPE (rms_head_rotated: the gain does not commute with the rotation, so of the commutant
                    only the product of the two gains is seen); every block routed (num_experts, moe_topk as ints),
                    a shared SwiGLU of intermediate_size without a gate; eps default 1e-5
-    aria_text      AriaTextAttention (Llama's, attention_bias on all four); every block routed, experts intermediate_size
-                   wide (AriaExperts), a shared SwiGLU beside them (AriaTextMoELayer)
+    aria_text      AriaTextAttention (Llama's, attention_bias on all four); every block routed, experts
+                   intermediate_size wide (AriaExperts), a shared SwiGLU beside them (AriaTextMoELayer)
     mellum         MellumAttention (Qwen3-MoE's: attention_bias on all four, per-head q/k RMSNorm), the window on
                    layer_types' sliding layers, RoPE per layer type from rope_parameters[type] (full: theta 500000,
                    sliding: 10000; LagunaRotaryEmbedding); routed per mlp_layer_types (default: every block), else a
@@ -71,6 +71,7 @@ from ...errors import SpecError
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
 from .experts import experts
+from .llama import llama_names
 from .names import attention_linear, head_names, linear, norm, permuted, rope_perm, same
 from .keys import (
     head_sizes,
@@ -307,7 +308,7 @@ def hunyuan_moe_names(spec, cfg: dict) -> list[tuple]:
 
 
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
-NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names}
+NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names, **dict.fromkeys(("mellum", "hy_v3", "aria_text", "kolibri1"), llama_names)}
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
     "jetmoe": "attention not counted: mixture of attention heads (JetMoeMoA): the attention heads themselves are"
