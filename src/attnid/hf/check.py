@@ -41,11 +41,9 @@ from ..float64 import DTYPE, KeepFloat64
 from ..jacobian import RANK_RTOL, input_sizing, numerical_rank, position_ids, tall_svdvals
 from ..jacobian.verification import MIN_GAP, MIN_MARGIN
 from ..model.real import SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import DECODER_SECTIONS, model_spec
-from .mapping.wrappers import TEXT_CLASSES, tower_modules
+from .mapping import CHECK_CLASSES, DECODER_SECTIONS, ENCODERS, TOWER_MODULES, model_spec
 from .tiny import POSITIONS, tiny_config
 
-ENCODERS = {"bert": "BertForMaskedLM"}  # encoders the mapping supports, with the class the check builds
 MAX_TINY_PARAMS = 60_000  # a tiny model above this is refused: some key keeps it large
 # A norm eps below this is measured at this value: the weakly identified directions' singular values scale with
 # eps and would fall under the rank tolerance (BERT's 1e-12); every count is the same for any eps > 0.
@@ -58,14 +56,14 @@ MIN_EPS = 1e-6
 EPS_STEP, MAX_EPS = 100.0, 1e-2
 def real_class(cfg: dict) -> str:
     """The `transformers` class the self-check builds: the causal LM of the model type (BERT: its masked LM; Emu3's
-    text model: its wrapper's causal LM, `attnid.hf.mapping.wrappers.TEXT_CLASSES`; a composite config's decoder
+    text model: its wrapper's causal LM, `attnid.hf.mapping.CHECK_CLASSES`; a composite config's decoder
     section, MusicGen's: the causal LM of the composite type, `mapping.DECODER_SECTIONS`)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     mt = cfg["model_type"]
     mt = {section: outer for outer, section in DECODER_SECTIONS.items()}.get(mt, mt)
-    if mt in ENCODERS or mt in TEXT_CLASSES:
-        return {**ENCODERS, **TEXT_CLASSES}[mt]
+    if mt in ENCODERS or mt in CHECK_CLASSES:
+        return {**ENCODERS, **CHECK_CLASSES}[mt]
     if mt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise SpecError("model_type", f"{mt!r}: transformers registers no causal LM class for it")
     return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
@@ -107,8 +105,8 @@ LINEAR_ATTENTION = ("LightningAttention", "DeltaAttention")
 
 def text_modules(model: torch.nn.Module):
     """(name, module) of every submodule of the model that is no part of a multimodal wrapper's towers
-    (`attnid.hf.mapping.wrappers.tower_modules`): its text model's."""
-    towers = tower_modules(model.config.model_type)
+    (`attnid.hf.mapping.TOWER_MODULES`): its text model's."""
+    towers = TOWER_MODULES.get(model.config.model_type, ())
     for name, module in model.named_modules():
         if not any(name == t or name.startswith(f"{t}.") for t in towers):
             yield name, module

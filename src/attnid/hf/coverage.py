@@ -57,10 +57,10 @@ def family_refusals(modules=None) -> dict[str, str]:
 
 def model_types() -> dict[str, str]:
     """model_type -> the `transformers` class the check builds: every registered causal LM, and the encoders
-    (attnid.hf.check.ENCODERS)."""
+    (attnid.hf.mapping.ENCODERS: BERT's)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from .check import ENCODERS
+    from .mapping import ENCODERS
 
     return dict(sorted({**MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, **ENCODERS}.items()))
 

@@ -14,7 +14,7 @@ import copy
 
 from ..model.blocks import MoESpec
 from ..model.real import PAD_READS_POSITIONS, SEQ_LEN  # positions per sequence of the whole-model check
-from .mapping import TINY_KEYS, TINY_LAYERS, class_config, model_spec, model_type, unread_position_rows
+from .mapping import TINY_KEYS, TINY_LAYERS, TINY_WRAPPERS, class_config, model_spec, model_type, unread_position_rows
 
 WIDTH, VOCAB, WINDOW, MLP_WIDTH, EXPERT_WIDTH = 8, 32, 4, 16, 4
 EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
@@ -73,12 +73,10 @@ def _layers_kept(cfg: dict, n_layers: int, spec) -> list[int]:
 
 def tiny_config(cfg: dict) -> dict:
     """The config shrunk to the self-check's size, with the same flags (module docstring); a multimodal wrapper's
-    text model shrunk so, its towers by its family (`attnid.hf.mapping.wrappers.tiny_wrapper`)."""
-    from .mapping.wrappers import TOWERS, tiny_wrapper
-
+    text model shrunk so, its towers by its family (`attnid.hf.mapping.TINY_WRAPPERS`)."""
     mt = model_type(cfg)
     tiny = _tiny_text(cfg, mt)
-    return tiny_wrapper(cfg, mt, tiny) if mt in TOWERS else tiny
+    return TINY_WRAPPERS[mt](cfg, mt, tiny) if mt in TINY_WRAPPERS else tiny
 
 
 def _tiny_text(cfg: dict, mt: str) -> dict:

@@ -16,6 +16,10 @@ the other ModelSpec fields) and, where the family needs them, these dicts by mod
     DECODER_SECTIONS  a composite config whose causal LM is built from its `decoder` section (MusicGen)
     TEXT_MODELS       a multimodal wrapper's text model type (`.wrappers`: read by `text_config`, `model_type`)
     TINY_KEYS         keys its tiny model fixes after shrinking (XLM's)
+    ENCODERS          an encoder listed beside the causal LMs, with the class its self-check builds (BERT's)
+    CHECK_CLASSES     the registered class the self-check builds for a text model type (Emu3's)
+    TOWER_MODULES     a wrapper's tower submodules, which the self-check passes over
+    TINY_WRAPPERS     a wrapper's tiny config around its tiny text model (`.wrappers`)
 
 each fact with where it comes from. Adding a family is one module here (and its tests):
 
@@ -109,6 +113,10 @@ REAL_ATTENTION = _family_mappers("REAL_ATTENTION")  # model_type -> its attentio
 DECODERS = _family_mappers("DECODERS")  # model_type -> why is_encoder_decoder is not read (`.seq2seq`)
 DECODER_SECTIONS = _family_mappers("DECODER_SECTIONS")  # model_type -> its `decoder` section's model type (MusicGen)
 TEXT_MODELS = _family_mappers("TEXT_MODELS")  # a multimodal wrapper -> its text model's type (`.wrappers`)
+ENCODERS = _family_mappers("ENCODERS")  # an encoder listed beside the causal LMs -> its self-check's class (`.bert`)
+CHECK_CLASSES = _family_mappers("CHECK_CLASSES")  # a text model type -> the registered class its check builds (Emu3's)
+TOWER_MODULES = _family_mappers("TOWER_MODULES")  # a wrapper -> its towers' submodules, no part of its text model
+TINY_WRAPPERS = _family_mappers("TINY_WRAPPERS")  # a wrapper -> its tiny config around its tiny text model
 REFUSED = _family_refusals()
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 DEFAULT_SEQ_LEN = 2048  # positions counted where a model without learned positions names no maximum (Falcon, BLOOM)

@@ -199,3 +199,6 @@ DEFAULT_GAPS = {"xmod": {"default_language": "en_XX"}}
 # the attention module the module-level check builds (`.real_attention`): BertAttention also holds the block's
 # residual LayerNorm, which the check replaces by the identity (the attention block alone)
 REAL_ATTENTION = {"bert": RealAttention("bert", "BertAttention", fused=True, causal=False, attention_block_only=True)}
+
+# an encoder the coverage lists beside the causal LMs, with the class its self-check builds (`attnid.hf.check`)
+ENCODERS = {"bert": "BertForMaskedLM"}

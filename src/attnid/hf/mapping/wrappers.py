@@ -134,3 +134,10 @@ def tiny_wrapper(cfg: dict, mt: str, tiny_text: dict) -> dict:
     for key, value in TINY_TOWERS[mt].items():
         out[key] = {**(out.get(key) or {}), **value} if isinstance(value, dict) else value
     return out
+
+
+# the self-check's hooks (collected by attnid.hf.mapping): the class built for a text model type, the submodules that
+# are no part of a wrapper's text model, and a wrapper's tiny config around its tiny text model
+CHECK_CLASSES = TEXT_CLASSES
+TOWER_MODULES = {mt: tower_modules(mt) for mt in TOWERS}
+TINY_WRAPPERS = dict.fromkeys(TOWERS, tiny_wrapper)
