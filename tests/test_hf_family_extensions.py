@@ -100,3 +100,11 @@ def test_the_real_attention_modules_agree_with_the_count(mt):
     assert rows
     for row in rows:
         assert row["verdict"] == "agree" and row["measured"] == row["count"] and row["P"] == row["P_spec"], row
+
+
+@pytest.mark.parametrize("mt", ["glm", "glm4"])
+def test_glm_gauges_span_their_counts(mt):
+    """GLM's and GLM-4's fused gate_up_proj rows [gate; up] and GLM-4's four block norms in the name map: the whole
+    model's explicit generators span exactly its count (before, the name map had no place for gate_up_proj)."""
+    tiny = tiny_config(default_config(mt))
+    gauge_spans_the_count(tiny, count_model(model_spec(tiny, seq_len=SEQ_LEN)).unidentified)

@@ -77,7 +77,8 @@ from .names import attention_linear, expert_names, head_names, linear, mlp_linea
 from .real_attention import llama_like
 
 GATE_UP_DOWN = ("gate", "up", "down")
-GLM4_NORMS = ("kolibri1",)  # Glm4DecoderLayer: post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm
+GLM4_NORMS = ("glm4", "kolibri1")  # Glm4DecoderLayer: post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm
+FUSED_GATE_UP = ("phi3", "glm", "glm4")  # one Linear gate_up_proj (2m, d) = [gate; up] rows (Phi3MLP, GlmMLP, Glm4MLP)
 
 HEAD_DIM_DEFAULTS = {
     "gemma": 256, "gemma2": 256, "gemma3_text": 256, "vaultgemma": 256, "qwen3": 128, "gpt_oss": 64, "helium": 128,
@@ -295,7 +296,8 @@ REFUSED = {
 def llama_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
     gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS; Mellum's, HY-V3's and Kolibri-1's with their
-    shared experts, Aria's), Gemma-2/3's output norms (GLM-4's blocks' in Kolibri-1)."""
+    shared experts, Aria's), Phi-3's and GLM's fused gate_up_proj, Gemma-2/3's output norms (GLM-4's blocks' in GLM-4
+    and Kolibri-1)."""
     mt, e = cfg["model_type"], []
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
@@ -311,6 +313,9 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             expert_names(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, mt)
             if x.mlp.n_shared:  # one SwiGLU (HY-V3's shared_experts)
                 e += [linear(f"{hf}.mlp.shared_experts.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in GATE_UP_DOWN]
+        elif mt in FUSED_GATE_UP:
+            e.append(("gate_up_rows", f"{hf}.mlp.gate_up_proj.weight", (f"{fine}.mlp.gate", f"{fine}.mlp.up"), x.mlp.d_ff))
+            e.append(linear(f"{hf}.mlp.down_proj.weight", f"{fine}.mlp.down"))
         else:
             mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
         norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
