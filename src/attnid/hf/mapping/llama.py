@@ -318,6 +318,10 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             e.append(linear(f"{hf}.mlp.down_proj.weight", f"{fine}.mlp.down"))
         else:
             mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
+        if not spec.input_norms:  # OLMo-2's, EXAONE-4's blocks: the sublayers' outputs normed only
+            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
+            norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
+            continue
         norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
         if spec.output_norms and mt in GLM4_NORMS:  # Glm4DecoderLayer's names
             norm(e, f"{hf}.post_self_attn_layernorm", f"{fine}.out_norm_1")
