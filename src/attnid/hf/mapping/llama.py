@@ -78,6 +78,9 @@ from .real_attention import llama_like
 
 GATE_UP_DOWN = ("gate", "up", "down")
 GLM4_NORMS = ("glm4", "kolibri1")  # Glm4DecoderLayer: post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm
+# rotary planes (2i, 2i + 1), this project's, not rotate_half's (i, i + p/2): the rotate_half of Helium, ERNIE-4.5, GLM and
+# GLM-4 (modeling_<type>.py: x[..., 0::2], x[..., 1::2])
+INTERLEAVED_ROPE = ("helium", "ernie4_5", "glm", "glm4")
 FUSED_GATE_UP = ("phi3", "glm", "glm4")  # one Linear gate_up_proj (2m, d) = [gate; up] rows (Phi3MLP, GlmMLP, Glm4MLP)
 
 HEAD_DIM_DEFAULTS = {
@@ -302,7 +305,7 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
         hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
-        perm = rope_perm(a.d_head_qk, a.rope_dims)
+        perm = rope_perm(a.d_head_qk, a.rope_dims, interleaved=mt in INTERLEAVED_ROPE)
         attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
         if a.qk_norm != "none":
             e += [permuted(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", perm),
