@@ -148,7 +148,8 @@ class AttentionBlock:
         rotated = a.qk_norm == "rms_head_rotated"
         basis = torch.eye(a.d_head_qk, dtype=DTYPE) if rotated else _conj_basis(a)  # (m, k)
         m = basis.shape[0]
-        gQ, gK = self.W("gain_Q"), self.W("gain_K")
+        one = 1.0 if self.p.spec.gemma_gain else 0.0  # Gemma's q/k norms apply 1 + w, as its other norms
+        gQ, gK = self.W("gain_Q") + one, self.W("gain_K") + one  # the gains applied
         per_head = a.qk_norm in ("rms_head", "rms_head_rotated")
         n_trade = m if per_head else G * m
 
@@ -162,7 +163,8 @@ class AttentionBlock:
         def act(w, c):
             s = c @ basis if per_head else (c.unflatten(-1, (G, m)) @ basis)
             sq = s if per_head else s.repeat_interleave(r, dim=-2)
-            return {self.name("gain_Q"): w[self.name("gain_Q")] * sq.exp(), self.name("gain_K"): w[self.name("gain_K")] * (-s).exp()}
+            q, k = w[self.name("gain_Q")] + one, w[self.name("gain_K")] + one
+            return {self.name("gain_Q"): q * sq.exp() - one, self.name("gain_K"): k * (-s).exp() - one}
 
         gains = (self.name("gain_Q"), self.name("gain_K"))
         groups = [Group("attention", self.prefix + "qk_norm_gains", n_trade, trade, gains, meta={"action": act})]
