@@ -53,7 +53,7 @@ from numbers import Real
 
 from ..errors import SpecError
 from .spec_latent import latent_block_shapes
-from .spec_words import BIAS_LETTERS, _positive_int, bias_text, checked_rope, normalize_biases, parse_rope
+from .spec_words import BIAS_LETTERS, positive_int, bias_text, checked_rope, normalize_biases, parse_rope
 from .spec_variants import VARIANT_DEFAULTS, VARIANT_LABEL, checked_variants, variant_block_shapes
 
 DEFAULT_ROPE_BASE = 10000.0
@@ -118,12 +118,12 @@ class AttentionSpec:
 
     def __post_init__(self):
         set_ = object.__setattr__
-        set_(self, "d_model", _positive_int("d_model", self.d_model))
-        set_(self, "n_heads", _positive_int("n_heads", self.n_heads))
+        set_(self, "d_model", positive_int("d_model", self.d_model))
+        set_(self, "n_heads", positive_int("n_heads", self.n_heads))
         set_(
             self,
             "n_kv_heads",
-            _positive_int("n_kv_heads", self.n_heads if self.n_kv_heads is None else self.n_kv_heads),
+            positive_int("n_kv_heads", self.n_heads if self.n_kv_heads is None else self.n_kv_heads),
         )
         if self.n_heads % self.n_kv_heads:
             raise SpecError("n_kv_heads", f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
@@ -134,8 +134,8 @@ class AttentionSpec:
                     f"no default: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; give it explicitly",
                 )
             set_(self, "d_head_qk", self.d_model // self.n_heads)
-        set_(self, "d_head_qk", _positive_int("d_head_qk", self.d_head_qk))
-        set_(self, "d_head_v", _positive_int("d_head_v", self.d_head_qk if self.d_head_v is None else self.d_head_v))
+        set_(self, "d_head_qk", positive_int("d_head_qk", self.d_head_qk))
+        set_(self, "d_head_v", positive_int("d_head_v", self.d_head_qk if self.d_head_v is None else self.d_head_v))
         set_(self, "rope_dims", checked_rope(parse_rope(self.rope_dims, self.d_head_qk), self.d_head_qk))
         base = self.rope_base
         if isinstance(base, bool) or not isinstance(base, Real) or not 1.0 < float(base) < math.inf:
@@ -148,7 +148,7 @@ class AttentionSpec:
             else:
                 raise SpecError("causal", f"must be true or false, got {self.causal!r}")
         if self.seq_len is not None:
-            set_(self, "seq_len", _positive_int("seq_len", self.seq_len))
+            set_(self, "seq_len", positive_int("seq_len", self.seq_len))
         for name, value in checked_variants(self).items():
             set_(self, name, value)
 

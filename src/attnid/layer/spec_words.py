@@ -75,7 +75,7 @@ def checked_rope(p: int, d_head_qk: int) -> int:
     return p
 
 
-def _positive_int(name: str, value) -> int:
+def positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise SpecError(name, f"must be an integer, got {value!r}")
     if value <= 0:
