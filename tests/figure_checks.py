@@ -48,12 +48,13 @@ def _inside(extent, box, tolerance: float = 1.0) -> bool:
 
 
 def assert_printable(fig, name: str) -> None:
-    from attnid.report.style import MIN_FONT_PT
+    from attnid.report.style import MAX_HEIGHT, MIN_FONT_PT
 
     fig.canvas.draw()  # tick labels exist only after a draw
-    width = fig.get_size_inches()[0]
+    width, height = fig.get_size_inches()
     printed = printed_width(name)
     assert abs(width - printed) < 1e-6, f"{name}: drawn {width:.3f} in wide, printed {printed:.3f}"
+    assert height <= MAX_HEIGHT + 1e-9, f"{name}: {height:.2f} in tall, a page leaves a figure {MAX_HEIGHT} in"
     small = [(t.get_text(), t.get_fontsize()) for t in texts(fig) if t.get_fontsize() < MIN_FONT_PT - 1e-9]
     assert not small, f"{name}: text below {MIN_FONT_PT} pt: {small[:5]}"
     renderer = fig.canvas.get_renderer()

@@ -102,6 +102,20 @@ def test_curve_figures_have_no_empty_panel(metrics, summary):
     assert_no_empty_panel(fig_conserved.plot(metrics, summary))
 
 
+def test_loss_figure_compares_the_settings_trained_under_several_modes_and_fits_a_page(metrics, summary):
+    """A setting trained under one rebalancing mode has no row; eight rows of settings still fit one page."""
+    one_mode = metrics[(metrics["task"] == "markov") & (metrics["rebalance"] == "none")].assign(model="mixtral")
+    fig = fig_loss.plot(pd.concat([metrics, one_mode], ignore_index=True), summary)
+    rows = {ax.get_ylabel().split("($H")[0] for ax in fig.axes if ax.get_visible() and ax.get_ylabel()}
+    assert len(rows) == len(SETTINGS) and not any("Mixtral" in r for r in rows)
+    renamed = {("teacher_student", "own"): ("teacher_student_fixed_head", "own"), ("recall", "own"): ("recall_fixed_head", "own"),
+               ("recall", "llama"): ("markov", "llama"), ("markov", "gpt2"): ("text", "gpt2")}  # fmt: skip
+    other = metrics.copy()
+    other[["task", "model"]] = [renamed[k] for k in zip(metrics["task"], metrics["model"])]
+    many = pd.concat([metrics, other], ignore_index=True)  # 8 settings, each under 3 modes
+    assert_printable(fig_loss.plot(many, summary), "loss")
+
+
 def test_weight_decay_and_effect_figures(summary):
     steps = np.arange(20)
     decay = pd.concat([pd.DataFrame({"task": "teacher_student", "model": "own", "optimizer": "sgd_wd", "rebalance": "none", "heads": 2, "seed": s, "part": part, "step": steps,

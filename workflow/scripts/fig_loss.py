@@ -1,7 +1,7 @@
 """Figure `loss`: training and held-out loss with and without rebalancing, by optimizer.
 
-Reads results/training/metrics.parquet and summary.parquet. Rows of panels: tasks; columns:
-optimizers; colour: rebalancing mode. Solid: training loss per step; dashed with markers: held-out
+Reads results/training/metrics.parquet and summary.parquet. Rows of panels: the settings trained under more
+than one rebalancing mode (all settings where none is); columns: optimizers; colour: rebalancing mode. Solid: training loss per step; dashed with markers: held-out
 loss where evaluated. 95% t-intervals over seeds of log10 loss, i.e. geometric means (attention layers averaged first); the largest head
 count of each task. Diverged runs are left out and counted in a footnote.
 """
@@ -22,13 +22,22 @@ from figtraining import (
 )
 
 from attnid.report.seeds import at_largest_heads
-from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
+from attnid.report.style import FULL_WIDTH, MAX_HEIGHT, MIN_FONT_PT, PALETTE, use_style
 
 KEYS = ["task", "optimizer", "rebalance", "heads", "seed", "step"]
 
 
+def compared(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the settings trained under more than one rebalancing mode (every row where no setting is): a
+    setting with one mode has nothing to compare, and a row of panels per setting of the paper preset would not fit
+    a page."""
+    modes = metrics.groupby("task")["rebalance"].nunique()
+    keep = modes.index[modes > 1]
+    return metrics[metrics["task"].isin(keep)] if len(keep) else metrics
+
+
 def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
-    metrics = with_settings(metrics)
+    metrics = compared(with_settings(metrics))
     summary = with_settings(summary)
     import matplotlib.pyplot as plt
 
@@ -42,7 +51,8 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
     modes = names(df, "rebalance", REBALANCE_NAMES)
     colours = dict(zip(modes, PALETTE))
     width = max(len(o) for o in optimizers.values())
-    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + 1.25 * len(tasks)),
+    row = min(1.25, (MAX_HEIGHT - 0.8) / len(tasks))  # inches a row of panels: the figure fits one page
+    fig, axes = plt.subplots(len(tasks), width, figsize=(FULL_WIDTH, 0.8 + row * len(tasks)),
                              sharex="row", sharey="row", squeeze=False)  # fmt: skip
     train = band(per_run, ["task", "optimizer", "rebalance"], "loss", log=True)
     evaluated = band(per_run.dropna(subset=["eval_loss"]), ["task", "optimizer", "rebalance"], "eval_loss", log=True)
@@ -60,7 +70,7 @@ def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
                     draw_band(ax, sel, colours[mode], **style)
             ax.set(yscale="log", title=textwrap.fill(opt, 16), xlabel="step" if i == len(tasks) - 1 else "")
             ax.title.set_fontsize(MIN_FONT_PT)
-        axes[i, 0].set_ylabel(f"{task} ($H = {heads[task]}$)\nloss")
+        axes[i, 0].set_ylabel(textwrap.fill(f"{task} ($H={heads[task]}$)", 20) + "\nloss")  # within its row
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colours[m], label=m) for m in modes]

@@ -14,6 +14,7 @@ from attnid.report.latex import escape, number
 from attnid.report.labels import OPTIMIZER_NAMES, REBALANCE_NAMES, SETTING_NAMES, ordered, with_settings
 
 TASK_ORDER = list(SETTING_NAMES)
+TASK_COLUMN = r">{\raggedright\arraybackslash}p{6em}"  # setting names wrap ("teacher-student, fixed head size")
 MODE_HEADS = {"none": "none", "project": "project", "balance": "balance"}  # under "final training loss"
 
 
@@ -44,12 +45,13 @@ def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def latex(table: pd.DataFrame) -> str:
-    """booktabs LaTeX of :func:`summary_table`: display names, a two-level header, a rule between the tasks."""
+    """booktabs LaTeX of :func:`summary_table`: display names (the setting's wrapped to 6em), a two-level header,
+    a rule between the tasks."""
     modes = [c.removeprefix("loss_") for c in table.columns if c.startswith("loss_")]
     cols = ["overlap_none", "overlap_balance", "gauge_none", "gauge_balance", *[f"loss_{m}" for m in modes]]
     heads = ["none", "balance", "none", "balance", *[MODE_HEADS.get(m, m) for m in modes]]
     lines = [
-        rf"\begin{{tabular}}{{ll{'r' * len(cols)}}}",
+        rf"\begin{{tabular}}{{{TASK_COLUMN}l{'r' * len(cols)}}}",
         r"\toprule",
         r" & & \multicolumn{2}{c}{overlap} & \multicolumn{2}{c}{gauge-invariant overlap}"
         + rf" & \multicolumn{{{len(modes)}}}{{c}}{{final held-out loss (converged runs)}} \\",

@@ -29,6 +29,8 @@ from .labels import OPTIMIZER_NAMES, REBALANCE_NAMES, TASK_NAMES, ordered  # noq
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 FULL_WIDTH = 7.0  # inches: \textwidth of paper/main.tex (8.5 in letter paper less two 0.75 in margins)
 COLUMN_WIDTH = (FULL_WIDTH - 0.25) / 2  # inches: \columnwidth (two columns, 0.25 in apart): 3.375
+TEXT_HEIGHT = 9.5  # inches: \textheight of paper/main.tex (11 in letter paper less two 0.75 in margins)
+MAX_HEIGHT = TEXT_HEIGHT - 1.0  # inches: the tallest figure that leaves its caption room on one page
 MIN_FONT_PT = 7  # no text of a figure is printed smaller (the paper's body text is 10 pt)
 
 STYLE = {
