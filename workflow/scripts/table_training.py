@@ -8,13 +8,15 @@ the converged runs only (attnid.training.sweep.converged). Plain SGD's Euclidean
 it is printed as it was measured.
 """
 
+import textwrap
+
 import pandas as pd
 
 from attnid.report.latex import escape, number
 from attnid.report.labels import OPTIMIZER_NAMES, REBALANCE_NAMES, SETTING_NAMES, ordered, with_settings
 
 TASK_ORDER = list(SETTING_NAMES)
-TASK_COLUMN = r">{\raggedright\arraybackslash}p{6em}"  # setting names wrap ("teacher-student, fixed head size")
+NAME_WIDTH = 16  # characters a line of a setting's name ("teacher-student, fixed head size" takes two)
 MODE_HEADS = {"none": "none", "project": "project", "balance": "balance"}  # under "final training loss"
 
 
@@ -44,14 +46,21 @@ def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def name_lines(name: str, rows: int) -> list[str]:
+    """`name` wrapped to NAME_WIDTH characters, at most `rows` lines (the last takes what is left)."""
+    lines = textwrap.wrap(name, NAME_WIDTH) or [""]
+    return lines if len(lines) <= rows else lines[: rows - 1] + [" ".join(lines[rows - 1 :])]
+
+
 def latex(table: pd.DataFrame) -> str:
-    """booktabs LaTeX of :func:`summary_table`: display names (the setting's wrapped to 6em), a two-level header,
-    a rule between the tasks."""
+    """booktabs LaTeX of :func:`summary_table`: display names, a two-level header, a rule between the tasks. A
+    setting's name is set down its rows, one line each (:func:`name_lines`), so a long name widens nothing and
+    adds no height."""
     modes = [c.removeprefix("loss_") for c in table.columns if c.startswith("loss_")]
     cols = ["overlap_none", "overlap_balance", "gauge_none", "gauge_balance", *[f"loss_{m}" for m in modes]]
     heads = ["none", "balance", "none", "balance", *[MODE_HEADS.get(m, m) for m in modes]]
     lines = [
-        rf"\begin{{tabular}}{{{TASK_COLUMN}l{'r' * len(cols)}}}",
+        rf"\begin{{tabular}}{{ll{'r' * len(cols)}}}",
         r"\toprule",
         r" & & \multicolumn{2}{c}{overlap} & \multicolumn{2}{c}{gauge-invariant overlap}"
         + rf" & \multicolumn{{{len(modes)}}}{{c}}{{final held-out loss (converged runs)}} \\",
@@ -60,8 +69,9 @@ def latex(table: pd.DataFrame) -> str:
     ]
     for task, rows in table.groupby("task", sort=False):
         lines.append(r"\midrule")
+        names = name_lines(escape(SETTING_NAMES.get(task, task)), len(rows))
         for i, row in enumerate(rows.itertuples(index=False)):
-            name = escape(SETTING_NAMES.get(task, task)) if i == 0 else ""
+            name = names[i] if i < len(names) else ""
             cells = [cell(getattr(row, c)) for c in cols]
             lines.append(" & ".join([name, escape(OPTIMIZER_NAMES.get(row.optimizer, row.optimizer)), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", ""]
