@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ...model.blocks import LayerSpec, MLPSpec
 from ...layer.spec import AttentionSpec
+from .llama import llama_names
 from .keys import head_sizes, mlp_kind, partial_factor, read_flag, read_float, read_int, read_str, rope
 
 MODEL_TYPES = ("starcoder2", "stablelm", "persimmon", "nemotron", "jais2", "olmo")
@@ -87,3 +88,7 @@ def layernorm_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, layernorm_family)
+# Llama's name map, with the norms' biases: each one's generators span its count and keep its logits
+# (tests/test_gauge_every_type.py). StarCoder2's c_fc/c_proj and Persimmon's fused query_key_value have no place in it
+# (they refuse by name), nor OLMo's norms without parameters (their generators are not written)
+NAME_MAPS = dict.fromkeys(("stablelm", "nemotron", "jais2"), llama_names)

@@ -296,12 +296,24 @@ REFUSED = {
 }
 
 
+def _norms(spec):
+    """`.names.norm` for this model's norms: a LayerNorm's bias where it has one (StarCoder2, StableLM), nothing
+    where its norms have no parameters (OLMo)."""
+
+    def entries(e: list, hf_prefix: str, fine: str) -> None:
+        if spec.norm_gain:
+            norm(e, hf_prefix, fine, spec.norm_bias)
+
+    return entries
+
+
 def llama_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
     gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS; Mellum's, HY-V3's and Kolibri-1's with their
     shared experts, Aria's), Phi-3's and GLM's fused gate_up_proj, Gemma-2/3's output norms (GLM-4's blocks' in GLM-4
-    and Kolibri-1)."""
+    and Kolibri-1), LayerNorms with a bias (StableLM, Nemotron, Jais-2)."""
     mt, e = cfg["model_type"], []
+    norm = _norms(spec)
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
         hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
