@@ -89,6 +89,6 @@ def layernorm_family(cfg: dict, mt: str) -> tuple[list[LayerSpec], dict]:
 
 MAPPERS = dict.fromkeys(MODEL_TYPES, layernorm_family)
 # Llama's name map, with the norms' biases: each one's generators span its count and keep its logits
-# (tests/test_gauge_every_type.py). StarCoder2's c_fc/c_proj and Persimmon's fused query_key_value have no place in it
-# (they refuse by name), nor OLMo's norms without parameters (their generators are not written)
-NAME_MAPS = dict.fromkeys(("stablelm", "nemotron", "jais2"), llama_names)
+# (tests/test_gauge_every_type.py). Persimmon's fused query_key_value has no place in it (it refuses by name), nor
+# OLMo's norms without parameters (their generators are not written)
+NAME_MAPS = dict.fromkeys(("starcoder2", "stablelm", "nemotron", "jais2"), llama_names)

@@ -296,6 +296,9 @@ REFUSED = {
 }
 
 
+MLP_NAMES = {"starcoder2": {"up": "c_fc", "down": "c_proj"}}  # an ungated MLP's Linear layers, where not up/down_proj
+
+
 def _norms(spec):
     """`.names.norm` for this model's norms: a LayerNorm's bias where it has one (StarCoder2, StableLM), nothing
     where its norms have no parameters (OLMo)."""
@@ -311,7 +314,7 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
     """The class's parameters <-> the layout (`.names`): Llama-style Linear q/k/v/o with rotary pairs, q/k norm
     gains permuted alike, sinks, experts (Mixtral, Qwen3-MoE, GPT-OSS; Mellum's, HY-V3's and Kolibri-1's with their
     shared experts, Aria's), Phi-3's and GLM's fused gate_up_proj, Gemma-2/3's output norms (GLM-4's blocks' in GLM-4
-    and Kolibri-1), LayerNorms with a bias (StableLM, Nemotron, Jais-2)."""
+    and Kolibri-1), LayerNorms with a bias (StarCoder2, StableLM, Nemotron, Jais-2), StarCoder2's c_fc/c_proj."""
     mt, e = cfg["model_type"], []
     norm = _norms(spec)
     e.append(same("model.embed_tokens.weight", "embed"))
@@ -332,7 +335,7 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             e.append(("gate_up_rows", f"{hf}.mlp.gate_up_proj.weight", (f"{fine}.mlp.gate", f"{fine}.mlp.up"), x.mlp.d_ff))
             e.append(linear(f"{hf}.mlp.down_proj.weight", f"{fine}.mlp.down"))
         else:
-            mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp)
+            mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, **MLP_NAMES.get(mt, {}))
         if not spec.input_norms:  # OLMo-2's, EXAONE-4's blocks: the sublayers' outputs normed only
             norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
             norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
