@@ -73,7 +73,8 @@ from .keys import (
     read_str,
     rope,
 )
-from .names import attention_linear, expert_names, head_names, linear, mlp_linear, norm, permuted, rope_perm, same
+from .names import (attention_linear, expert_names, head_bias, head_names, linear, mlp_linear, norm, permuted, rope_perm,
+                    same)  # fmt: skip
 from .real_attention import llama_like
 
 GATE_UP_DOWN = ("gate", "up", "down")
@@ -322,7 +323,10 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
         hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
         perm = rope_perm(a.d_head_qk, a.rope_dims, interleaved=mt in INTERLEAVED_ROPE)
         attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
-        if a.qk_norm != "none":
+        if a.qk_norm == "rms_all":  # one RMSNorm over all heads' q (k): a gain per head and dim (OLMo-2, OLMoE)
+            e += [head_bias(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", a.n_heads, a.d_head_qk, perm),
+                  head_bias(f"{hf}.self_attn.k_norm.weight", f"{fine}.attn.gain_K", a.n_kv_heads, a.d_head_qk, perm)]  # fmt: skip
+        elif a.qk_norm != "none":
             e += [permuted(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", perm),
                   permuted(f"{hf}.self_attn.k_norm.weight", f"{fine}.attn.gain_K", perm)]  # fmt: skip
         if a.sinks:
