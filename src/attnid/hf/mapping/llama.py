@@ -297,6 +297,7 @@ REFUSED = {
 }
 
 
+SHARED_EXPERT = {"flint": "shared_expert"}  # the shared SwiGLU's module, where not shared_experts
 MLP_NAMES = {"starcoder2": {"up": "c_fc", "down": "c_proj"}}  # an ungated MLP's Linear layers, where not up/down_proj
 
 
@@ -333,8 +334,9 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             e.append(same(f"{hf}.self_attn.sinks", f"{fine}.attn.sink"))
         if isinstance(x.mlp, MoESpec):
             expert_names(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, mt)
-            if x.mlp.n_shared:  # one SwiGLU (HY-V3's shared_experts)
-                e += [linear(f"{hf}.mlp.shared_experts.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in GATE_UP_DOWN]
+            if x.mlp.n_shared:  # one SwiGLU (HY-V3's shared_experts, FLINT's shared_expert)
+                shared = f"{hf}.mlp.{SHARED_EXPERT.get(mt, 'shared_experts')}"
+                e += [linear(f"{shared}.{n}_proj.weight", f"{fine}.mlp.shared_{n}") for n in GATE_UP_DOWN]
         elif mt in FUSED_GATE_UP:
             e.append(("gate_up_rows", f"{hf}.mlp.gate_up_proj.weight", (f"{fine}.mlp.gate", f"{fine}.mlp.up"), x.mlp.d_ff))
             e.append(linear(f"{hf}.mlp.down_proj.weight", f"{fine}.mlp.down"))
