@@ -297,6 +297,8 @@ REFUSED = {
 }
 
 
+QK_NORM_NAMES = {"hunyuan_v1_dense": ("query_layernorm", "key_layernorm")}  # the q/k norms, where not q_norm/k_norm
+SECOND_NORM = {"vaultgemma": "pre_feedforward_layernorm"}  # the norm before the MLP, where not post_attention_layernorm
 SHARED_EXPERT = {"flint": "shared_expert"}  # the shared SwiGLU's module, where not shared_experts
 MLP_NAMES = {"starcoder2": {"up": "c_fc", "down": "c_proj"}}  # an ungated MLP's Linear layers, where not up/down_proj
 
@@ -324,12 +326,12 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
         hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
         perm = rope_perm(a.d_head_qk, a.rope_dims, interleaved=mt in INTERLEAVED_ROPE)
         attention_linear(e, f"{hf}.self_attn", f"{fine}.attn", a, perm)
+        q_norm, k_norm = (f"{hf}.self_attn.{n}.weight" for n in QK_NORM_NAMES.get(mt, ("q_norm", "k_norm")))
         if a.qk_norm == "rms_all":  # one RMSNorm over all heads' q (k): a gain per head and dim (OLMo-2, OLMoE)
-            e += [head_bias(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", a.n_heads, a.d_head_qk, perm),
-                  head_bias(f"{hf}.self_attn.k_norm.weight", f"{fine}.attn.gain_K", a.n_kv_heads, a.d_head_qk, perm)]  # fmt: skip
+            e += [head_bias(q_norm, f"{fine}.attn.gain_Q", a.n_heads, a.d_head_qk, perm),
+                  head_bias(k_norm, f"{fine}.attn.gain_K", a.n_kv_heads, a.d_head_qk, perm)]  # fmt: skip
         elif a.qk_norm != "none":
-            e += [permuted(f"{hf}.self_attn.q_norm.weight", f"{fine}.attn.gain_Q", perm),
-                  permuted(f"{hf}.self_attn.k_norm.weight", f"{fine}.attn.gain_K", perm)]  # fmt: skip
+            e += [permuted(q_norm, f"{fine}.attn.gain_Q", perm), permuted(k_norm, f"{fine}.attn.gain_K", perm)]
         if a.sinks:
             e.append(same(f"{hf}.self_attn.sinks", f"{fine}.attn.sink"))
         if isinstance(x.mlp, MoESpec):
@@ -356,7 +358,7 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
             norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
             norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
         else:
-            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+            norm(e, f"{hf}.{SECOND_NORM.get(mt, 'post_attention_layernorm')}", f"{fine}.norm_2")
     norm(e, "model.norm", "final_norm")
     head_names(e, spec)
     return e
