@@ -1,7 +1,8 @@
 """Figure `loss`: training and held-out loss with and without rebalancing, by optimizer.
 
 Reads results/training/metrics.parquet and summary.parquet. Rows of panels: the settings trained under more
-than one rebalancing mode (all settings where none is); columns: optimizers; colour: rebalancing mode. Solid: training loss per step; dashed with markers: held-out
+than one rebalancing mode (all settings where none is); columns: optimizers; colour: rebalancing mode. Solid:
+training loss per step; dashed with markers: held-out
 loss where evaluated. 95% t-intervals over seeds of log10 loss, i.e. geometric means (attention layers averaged first); the largest head
 count of each task. Diverged runs are left out and counted in a footnote.
 """

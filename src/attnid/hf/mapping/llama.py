@@ -73,8 +73,8 @@ from .keys import (
     read_str,
     rope,
 )
-from .names import (attention_linear, expert_names, head_bias, head_names, linear, mlp_linear, norm, permuted, rope_perm,
-                    same)  # fmt: skip
+from .names import attention_linear, expert_names, head_bias, head_names, linear, mlp_linear, norm, permuted
+from .names import rope_perm, same
 from .real_attention import llama_like
 
 GATE_UP_DOWN = ("gate", "up", "down")

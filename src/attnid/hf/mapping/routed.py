@@ -310,8 +310,8 @@ def hunyuan_moe_names(spec, cfg: dict) -> list[tuple]:
 MAPPERS = dict.fromkeys(DEFAULTS, routed_family)
 # Llama's name map fits these routed classes too: each one's generators span its count and keep its logits
 # (tests/test_gauge_every_type.py)
-LLAMA_NAMED = ("mellum", "hy_v3", "aria_text", "kolibri1", "solar_open", "exaone_moe", "dots1", "glm4_moe", "sarvam_moe",
-               "mimo_v2_flash", "olmoe", "minimax_m2", "flint")  # fmt: skip
+LLAMA_NAMED = ("mellum", "hy_v3", "aria_text", "kolibri1", "solar_open", "exaone_moe", "dots1", "glm4_moe",
+               "sarvam_moe", "mimo_v2_flash", "olmoe", "minimax_m2", "flint")  # fmt: skip
 NAME_MAPS = {"hunyuan_v1_moe": hunyuan_moe_names, **dict.fromkeys(LLAMA_NAMED, llama_names)}
 # routed decoders examined and not mapped: what the description cannot express (modular_<type>.py)
 REFUSED = {
