@@ -320,7 +320,7 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
     shared experts, Aria's), Phi-3's and GLM's fused gate_up_proj, Gemma-2/3's output norms (GLM-4's blocks' in GLM-4
     and Kolibri-1), LayerNorms with a bias (StarCoder2, StableLM, Nemotron, Jais-2), StarCoder2's c_fc/c_proj."""
     mt, e = cfg["model_type"], []
-    norm = _norms(spec)
+    block_norm = _norms(spec)
     e.append(same("model.embed_tokens.weight", "embed"))
     for i, x in enumerate(spec.layer_specs):
         hf, fine, a = f"model.layers.{i}", f"layers.{i}", x.attention
@@ -345,21 +345,21 @@ def llama_names(spec, cfg: dict) -> list[tuple]:
         else:
             mlp_linear(e, f"{hf}.mlp", f"{fine}.mlp", x.mlp, **MLP_NAMES.get(mt, {}))
         if not spec.input_norms:  # OLMo-2's, EXAONE-4's blocks: the sublayers' outputs normed only
-            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
-            norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
+            block_norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
+            block_norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
             continue
-        norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
+        block_norm(e, f"{hf}.input_layernorm", f"{fine}.norm_1")
         if spec.output_norms and mt in GLM4_NORMS:  # Glm4DecoderLayer's names
-            norm(e, f"{hf}.post_self_attn_layernorm", f"{fine}.out_norm_1")
-            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
-            norm(e, f"{hf}.post_mlp_layernorm", f"{fine}.out_norm_2")
+            block_norm(e, f"{hf}.post_self_attn_layernorm", f"{fine}.out_norm_1")
+            block_norm(e, f"{hf}.post_attention_layernorm", f"{fine}.norm_2")
+            block_norm(e, f"{hf}.post_mlp_layernorm", f"{fine}.out_norm_2")
         elif spec.output_norms:
-            norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
-            norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
-            norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
+            block_norm(e, f"{hf}.post_attention_layernorm", f"{fine}.out_norm_1")
+            block_norm(e, f"{hf}.pre_feedforward_layernorm", f"{fine}.norm_2")
+            block_norm(e, f"{hf}.post_feedforward_layernorm", f"{fine}.out_norm_2")
         else:
-            norm(e, f"{hf}.{SECOND_NORM.get(mt, 'post_attention_layernorm')}", f"{fine}.norm_2")
-    norm(e, "model.norm", "final_norm")
+            block_norm(e, f"{hf}.{SECOND_NORM.get(mt, 'post_attention_layernorm')}", f"{fine}.norm_2")
+    block_norm(e, "model.norm", "final_norm")
     head_names(e, spec)
     return e
 
