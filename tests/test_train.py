@@ -104,6 +104,12 @@ def test_next_token_loss_is_the_cross_entropy_of_each_complete_context(start):
     (grad,) = torch.autograd.grad(ours.sum(), logits, retain_graph=True)
     (expected,) = torch.autograd.grad(by_position.sum(), logits)
     assert torch.allclose(grad, expected, rtol=1e-13, atol=1e-16) and (grad[:, :, -1] == 0).all()
+    assert (grad[:, :, : start - 1] == 0).all() and (grad[:, :, start - 1 : -1] != 0).all()
+    # the trainer's transform: vmap(grad_and_value) over runs, the loss's closed-form gradient inside it
+    per_run = lambda l, x: next_token_loss(l, x, start).sum()
+    grads, values = torch.func.vmap(torch.func.grad_and_value(per_run))(logits.detach(), tokens)
+    assert torch.allclose(grads, expected, rtol=1e-13, atol=1e-16)
+    assert torch.allclose(values, by_position.sum(-1), rtol=1e-14, atol=0)
 
 
 def test_teacher_student_loss_is_invariant_under_the_student_group():

@@ -112,24 +112,46 @@ def test_source_overlaps_of_a_zero_update_are_nan_and_of_a_tangent_are_one():
     assert float(out[proj.T.groups[0].source]) == pytest.approx(1.0, rel=1e-8)
 
 
-@pytest.mark.parametrize("spec", [AttentionSpec(8, 1), AttentionSpec(8, 2), AttentionSpec(8, 8),
-                                  AttentionSpec(8, 4, n_kv_heads=2, rope_dims="full", biases="qkvo", causal=True)],
-                         ids=lambda s: s.label)  # fmt: skip
-def test_the_teacher_students_plain_backward_is_bitwise_grad_and_value(spec):
-    """The teacher-student trainer takes one backward pass of the summed vmapped losses instead of
-    vmap(grad_and_value): the same gradients bit for bit (the other models keep grad_and_value)."""
+def _batch_gradients(cfgs):
+    """(the trainer's gradients and losses, vmap(grad_and_value)'s) of the runs `cfgs` away from their init."""
     from torch.func import grad_and_value, vmap
 
-    cfgs = [tiny(attention=spec, seed=s, algorithm=a, noise=0.5) for s in (0, 1) for a in ("sgd", "adam")]
     state = BatchedRuns(cfgs)
-    assert state.plain_backward
     state.theta = state.theta + 0.3 * torch.randn(state.theta.shape, generator=torch.Generator().manual_seed(2),
                                                   dtype=state.theta.dtype)  # fmt: skip
     x, y = state.data.train(cfgs[0].batch)
     net, per_sample = state.net, state.task.per_sample_loss
-    grads, loss = vmap(grad_and_value(lambda th, x, y: per_sample(net(th, x), y).mean()))(state.theta, x, y)
+    reference = vmap(grad_and_value(lambda th, x, y: per_sample(net(th, x), y).mean()))(state.theta, x, y)
     state.data.train = lambda *args: (x, y)  # the same batch for both
-    plain = state._gradients(0)
+    plain = (state._gradients(0), state.meas.loss_sum.clone())
+    state.theta[1:] *= 1.5  # every other run elsewhere: run 0's gradient is its own
+    assert torch.equal(state._gradients(0)[0], plain[0][0])
+    return plain, reference
+
+
+@pytest.mark.parametrize("spec", [AttentionSpec(8, 1), AttentionSpec(8, 2), AttentionSpec(8, 8),
+                                  AttentionSpec(8, 4, n_kv_heads=2, rope_dims="full", biases="qkvo", causal=True)],
+                         ids=lambda s: s.label)  # fmt: skip
+def test_the_teacher_students_plain_backward_is_bitwise_grad_and_value(spec):
+    """The trainer takes one backward pass of the summed vmapped losses instead of vmap(grad_and_value): for the
+    teacher-student layer the same gradients bit for bit."""
+    cfgs = [tiny(attention=spec, seed=s, algorithm=a, noise=0.5) for s in (0, 1) for a in ("sgd", "adam")]
+    (plain, loss), (grads, expected) = _batch_gradients(cfgs)
     assert torch.equal(plain, grads)
-    assert torch.equal(state.meas.loss_sum, loss)
-    assert not BatchedRuns([tiny(task="recall", attention=AttentionSpec(8, 2, causal=True))]).plain_backward
+    assert torch.equal(loss, expected)
+
+
+@pytest.mark.parametrize("model", ["own", "llama", "gpt2", "mixtral"])
+def test_every_models_plain_backward_is_grad_and_value_to_rounding(model):
+    """Through norms, MLPs, experts and the next-token loss's closed-form gradient the backward pass of the summed
+    losses is vmap(grad_and_value)'s to rounding (other kernels), and a run's gradient is its own: bit for bit the
+    same wherever the other runs are (`_batch_gradients`)."""
+    spec = AttentionSpec(8, 2, causal=True) if model == "own" else {
+        "llama": AttentionSpec(8, 4, n_kv_heads=2, rope_dims="full", causal=True), "gpt2": AttentionSpec(8, 2, biases="qkvo", causal=True),
+        "mixtral": AttentionSpec(8, 4, n_kv_heads=2, rope_dims="full", causal=True)}[model]  # fmt: skip
+    run = lambda seed, algorithm: tiny(task="markov", model=model, attention=spec, vocab=9, seq_len=6, order=1,
+                                       n_layers=1, seed=seed, algorithm=algorithm)  # fmt: skip
+    cfgs = [run(s, a) for s in (0, 1) for a in ("sgd", "adam")]
+    (plain, loss), (grads, expected) = _batch_gradients(cfgs)
+    assert torch.allclose(plain, grads, rtol=1e-12, atol=1e-15 * grads.abs().max())
+    assert torch.allclose(loss, expected, rtol=1e-14, atol=0)

@@ -3,9 +3,8 @@
 The runs of one job (attnid.training.runs: every optimizer, rebalancing mode and seed of one task, model and
 head count) differ only in numbers, not in shapes, so they train together: run m's parameters are row m of
 one flat tensor theta (M, P) (attnid.training.nets.Net: every weight of the model side by side), the loss
-and its gradient are `vmap(grad_and_value(loss_m))` over the rows (one forward and one backward pass for
-all runs, each run's gradient its own; for the teacher-student layer one plain backward pass of the summed
-vmapped losses, bitwise the same gradients without functorch's per-operation wrapping), the optimizer is one
+and its gradient are one vmapped forward pass over the rows and one backward pass of the summed losses (each
+run's gradient its own: loss_m reads row m alone), the optimizer is one
 elementwise update of the (M, P) tensor with per-run algorithm and hyperparameters (attnid.training.optim),
 and the symmetry tools take every run's attention layer at once (the layer's layout gathered from theta by
 its index vector: projection, balancing, conserved quantities). Rebalancing modes are row masks: `project`
@@ -36,7 +35,7 @@ import time
 
 import pandas as pd
 import torch
-from torch.func import grad_and_value, vmap
+from torch.func import vmap
 from tqdm import tqdm
 
 from .. import symmetry
@@ -143,12 +142,10 @@ class BatchedRuns:
         self.diverged_step = torch.full((self.M,), -1, dtype=torch.long)
         net, per_sample = self.net, self.task.per_sample_loss
         loss = lambda th, x, y: per_sample(net(th, x), y).mean()
-        self._grad, self._loss = vmap(grad_and_value(loss)), vmap(loss)  # (M, P) and (M,); (M,)
         # loss_m reads row m alone, so one backward pass of sum_m loss_m gives every run its own gradient: for
-        # attnid's attention layer bitwise grad_and_value's (tests/test_trainer_speed_invariants.py), ~15% faster;
-        # through norms and MLPs functorch's transform runs other backward kernels (1e-17 apart), so those
-        # models keep grad_and_value
-        self.plain_backward = base.task == "teacher_student"
+        # attnid's attention layer bitwise vmap(grad_and_value)'s, through norms and MLPs 1e-16 from it (functorch's
+        # transform runs other backward kernels; tests/test_trainer_speed_invariants.py), 10-20% faster
+        self._loss = vmap(loss)  # (M,)
         self._out = vmap(lambda th, x: net(th, x, last_only=False))
         self._read = vmap(lambda th, x: net(th, x))
 
@@ -178,14 +175,11 @@ class BatchedRuns:
         """Each run's gradient (M, P) at theta_t on training batch t (zero for a diverged run); the loss is
         added to the window, and a run whose loss is not finite is marked diverged at step t."""
         inputs, targets = self.data.train(self.base.batch, min(DATA_AHEAD, self.base.steps - t))
-        if self.plain_backward:
-            theta = self.theta.detach().requires_grad_(True)
-            with torch.enable_grad():
-                loss = self._loss(theta, inputs, targets)
-                (grads,) = torch.autograd.grad(loss.sum(), theta)
-            loss = loss.detach()
-        else:
-            grads, loss = self._grad(self.theta, inputs, targets)
+        theta = self.theta.detach().requires_grad_(True)
+        with torch.enable_grad():
+            loss = self._loss(theta, inputs, targets)
+            (grads,) = torch.autograd.grad(loss.sum(), theta)
+        loss = loss.detach()
         newly = self.alive & ~torch.isfinite(loss)
         if newly.any():
             self.diverged_step[newly.cpu()] = t

@@ -220,11 +220,48 @@ class AssociativeRecall:
 
 def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor, start: int) -> torch.Tensor:
     """(B,): each sequence's mean next-token cross-entropy -log softmax(logits_{t-1})[x_t] over t = start..T-1
-    (logits (B, T, V), tokens (B, T)). The log-softmax runs over the whole contiguous (B, T, V) and the targets
-    are gathered from it: F.cross_entropy on the sliced, flattened logits copies them and its vmapped backward
-    is 3x slower (float64, (54, 4, 32, 512): 61 against 32 ms forward and backward), the same numbers."""
-    log_p = logits.log_softmax(-1)[:, start - 1 : -1]  # (B, T - start, V)
-    return -log_p.gather(-1, tokens[:, start:, None]).squeeze(-1).mean(1)
+    (logits (B, T, V), tokens (B, T)), with its gradient written down (:class:`_NextTokenLoss`)."""
+    return _NextTokenLoss.apply(logits, tokens, start)[0]
+
+
+class _NextTokenLoss(torch.autograd.Function):
+    """L_b = -(1/n) sum_{t=start}^{T-1} log p_{b,t-1}[x_{b,t}], p = softmax(logits) over V, n = T - start; its
+    gradient dL_b/dlogits_{b,s} = (p_{b,s} - e_{x_{b,s+1}}) / n for s = start-1..T-2, zero elsewhere.
+
+    Autograd through log_softmax, a slice and a gather makes five passes over the (B, T, V) logits in its
+    backward alone (two zero fills, a copy, log_softmax's backward reading two tensors); the closed form makes two
+    (exp of the kept log-probabilities, one scaling), so the vocabulary's share of a text step falls
+    (tests/test_train.py holds it to F.cross_entropy, value and gradient). Under torch.func's vmap and grad it runs
+    through the same operations (generate_vmap_rule)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(logits, tokens, start):
+        log_p = logits.log_softmax(-1)  # (B, T, V), over the whole contiguous tensor
+        picked = log_p[:, start - 1 : -1].gather(-1, tokens[:, start:, None]).squeeze(-1)  # (B, T - start)
+        return -picked.mean(1), log_p
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, tokens, start = inputs
+        ctx.save_for_backward(output[1], tokens)
+        ctx.start = start
+        ctx.mark_non_differentiable(output[1])
+        ctx.set_materialize_grads(False)  # no zero-filled (B, T, V) gradient for the log-probabilities
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_log_p):
+        log_p, tokens = ctx.saved_tensors
+        start = ctx.start
+        n = log_p.shape[1] - start
+        grad = log_p.exp()  # (B, T, V): p
+        grad[:, : start - 1] = 0
+        grad[:, -1] = 0
+        rows = grad[:, start - 1 : -1]  # (B, n, V): a view
+        rows.scatter_add_(-1, tokens[:, start:, None], torch.full_like(tokens[:, start:, None], -1, dtype=grad.dtype))
+        grad.mul_((grad_loss / n)[:, None, None])
+        return grad, None, None
 
 
 class MarkovChain:
