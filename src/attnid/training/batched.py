@@ -22,7 +22,9 @@ on (M, P)); for `project` runs one projector per attention layer (Gram eigendeco
 attnid.symmetry.Projector, batched over the runs); on measured steps only (attnid.training.metrics) the
 projector of every run and the conserved quantities, and on the measured steps that are multiples of
 `gauge_overlap_every` (and the last) the gauge-invariant overlap (a balance, its group element and a second
-projector: the costliest measurement of a step). Nothing waits for the host inside the loop.
+projector: the costliest measurement of a step). Nothing waits for the host inside the loop. The process keeps
+freed buffers in its heap (attnid.training.heap): a step's buffers of tens of MiB are otherwise faulted in anew
+every step.
 
 Measured per (run, measured step, layer): attnid.training.runs.METRIC_COLUMNS (attnid.training.metrics says
 what each is; the gauge-invariant overlap is attnid.training.overlap's).
@@ -43,6 +45,7 @@ from ..device import resolve_device
 from ..layer.layout import Layout
 from .determinism import deterministic
 from .gauges import model_gauge
+from .heap import keep_buffers_on_heap
 from .data import Data
 from .metrics import Measurements, chance_levels
 from .nets import Net, make_task
@@ -61,7 +64,7 @@ SHARED_FIELDS = ("task", "model", "attention", "seq_len", "noise", "vocab", "pai
 HYPER = ("lr", "weight_decay", "momentum", "beta1", "beta2")
 DATA_AHEAD = 8  # teacher-student training batches drawn and labelled at once (Data)
 EVAL_CHUNK = 128  # held-out sequences per forward pass (fewer, larger passes; the same numbers)
-EVAL_OUTPUTS = 2**22  # at most this many outputs of all runs per pass (32 MiB in float64: the heap, not an mmap)
+EVAL_OUTPUTS = 2**22  # at most this many outputs of all runs per pass (32 MiB in float64)
 
 
 def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = True) -> list[tuple[pd.DataFrame, dict]]:
@@ -74,6 +77,7 @@ def train_batched(cfgs: list[RunConfig], progress: bool = True, gauge: bool = Tr
     """
     _check_batchable(cfgs)
     resolve_device(cfgs[0].device)
+    keep_buffers_on_heap()  # a step's large buffers reused, not faulted in anew (attnid.training.heap)
     with deterministic(cfgs[0].device):
         start = time.perf_counter()
         state = BatchedRuns(cfgs, gauge)
