@@ -228,19 +228,22 @@ class _NextTokenLoss(torch.autograd.Function):
     """L_b = -(1/n) sum_{t=start}^{T-1} log p_{b,t-1}[x_{b,t}], p = softmax(logits) over V, n = T - start; its
     gradient dL_b/dlogits_{b,s} = (p_{b,s} - e_{x_{b,s+1}}) / n for s = start-1..T-2, zero elsewhere.
 
-    Autograd through log_softmax, a slice and a gather makes five passes over the (B, T, V) logits in its
-    backward alone (two zero fills, a copy, log_softmax's backward reading two tensors); the closed form makes two
-    (exp of the kept log-probabilities, one scaling), so the vocabulary's share of a text step falls
-    (tests/test_train.py holds it to F.cross_entropy, value and gradient). Under torch.func's vmap and grad it runs
-    through the same operations (generate_vmap_rule)."""
+    One exponential per logit: the forward pass keeps p = softmax(logits) and reads the log-normaliser off the
+    largest entries, lse = max logits - log max p (max p = 1 / sum_v exp(logits_v - max) >= 1/V: no underflow), so
+    log p[x] = logits[x] - lse to rounding; the backward pass is one scaling of p. Autograd through log_softmax, a slice and a gather
+    made seven passes over the (B, T, V) logits (a second exponential, two zero fills, a copy, log_softmax's
+    backward reading two tensors), the vocabulary's share of a text step. tests/test_train.py holds value and
+    gradient to F.cross_entropy. Under torch.func's vmap and grad it runs through the same operations
+    (generate_vmap_rule)."""
 
     generate_vmap_rule = True
 
     @staticmethod
     def forward(logits, tokens, start):
-        log_p = logits.log_softmax(-1)  # (B, T, V), over the whole contiguous tensor
-        picked = log_p[:, start - 1 : -1].gather(-1, tokens[:, start:, None]).squeeze(-1)  # (B, T - start)
-        return -picked.mean(1), log_p
+        p = logits.softmax(-1)  # (B, T, V), over the whole contiguous tensor
+        lse = logits.amax(-1) - p.amax(-1).log()  # (B, T): m + log sum_v exp(logits_v - m), as max p = 1 / sum
+        picked = logits[:, start - 1 : -1].gather(-1, tokens[:, start:, None]).squeeze(-1)  # (B, T - start)
+        return (lse[:, start - 1 : -1] - picked).mean(1), p
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -248,19 +251,19 @@ class _NextTokenLoss(torch.autograd.Function):
         ctx.save_for_backward(output[1], tokens)
         ctx.start = start
         ctx.mark_non_differentiable(output[1])
-        ctx.set_materialize_grads(False)  # no zero-filled (B, T, V) gradient for the log-probabilities
+        ctx.set_materialize_grads(False)  # no zero-filled (B, T, V) gradient for the probabilities
 
     @staticmethod
-    def backward(ctx, grad_loss, _grad_log_p):
-        log_p, tokens = ctx.saved_tensors
+    def backward(ctx, grad_loss, _grad_p):
+        p, tokens = ctx.saved_tensors
         start = ctx.start
-        n = log_p.shape[1] - start
-        grad = log_p.exp()  # (B, T, V): p
+        scale = grad_loss / (p.shape[1] - start)  # (B,)
+        grad = p * scale[:, None, None]  # (B, T, V)
         grad[:, : start - 1] = 0
         grad[:, -1] = 0
         rows = grad[:, start - 1 : -1]  # (B, n, V): a view
-        rows.scatter_add_(-1, tokens[:, start:, None], torch.full_like(tokens[:, start:, None], -1, dtype=grad.dtype))
-        grad.mul_((grad_loss / n)[:, None, None])
+        targets = tokens[:, start:, None]
+        rows.scatter_add_(-1, targets, -scale[:, None, None].expand(targets.shape).to(grad.dtype))
         return grad, None, None
 
 
