@@ -235,8 +235,10 @@ def measured_cpu(cfgs: list, steps: int) -> dict:
     overlap's calls timed apart and counted as often as the job makes them (`BatchedRuns.gauged`)."""
     from attnid.training.batched import BatchedRuns
     from attnid.training.determinism import deterministic
+    from attnid.training.heap import keep_buffers_on_heap
 
     cfg = cfgs[0]
+    keep_buffers_on_heap()  # as train_batched does
     with deterministic(cfg.device):
         start = time.process_time()
         state = BatchedRuns(cfgs)
