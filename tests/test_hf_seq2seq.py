@@ -174,3 +174,11 @@ def test_every_decoder_agrees_with_the_count(mt):
 def test_trocr_with_an_encoder_of_another_width_agrees():
     rows = _agrees("trocr", {**default_config("trocr"), "cross_attention_hidden_size": 768})
     assert rows[1]["spec"].endswith("_cross16") and rows[1]["P"] == 416 and not math.isnan(rows[1]["gap"])
+
+
+def test_musicgen_is_fed_one_token_stream_per_codebook():
+    """MusicGen's decoder reads (B K, T) ids for its K = num_codebooks streams and sums their embeddings into B
+    sequences: the self-check feeds K streams (with B ids its default config, K = 4, failed in the class)."""
+    cfg = default_config("musicgen")
+    assert cfg.get("num_codebooks", cfg.get("decoder", {}).get("num_codebooks")) == 4
+    _agrees("musicgen", cfg)

@@ -183,7 +183,9 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     layout = FlatLayout(zip(names, shapes, strict=True), f"layer {layer}")
     gen = torch.Generator().manual_seed(int(seed) + 1)
     x = torch.randn(sizing.batch, sizing.seq_len, spec.d_model, generator=gen, dtype=DTYPE)
-    tokens = torch.randint(real_vocab(model), (sizing.batch, sizing.seq_len), generator=gen)
+    # a model of K token streams (MusicGen's codebooks) reads them as (B K, T) ids and sums their embeddings
+    streams = int(getattr(getattr(model, "config", None), "num_codebooks", None) or 1)
+    tokens = torch.randint(real_vocab(model), (sizing.batch * streams, sizing.seq_len), generator=gen)
     encoder = None
     if spec.d_cross:  # as many encoder states as tokens; the call hands them on (key_value_states)
         encoder = torch.randn(sizing.batch, sizing.seq_len, spec.d_cross, generator=gen, dtype=DTYPE)
