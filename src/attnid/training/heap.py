@@ -8,13 +8,14 @@ buffers every step (the logits (M, B, T, V), the runs' updates (M, P) and the op
 that cost recurs on every step and is charged to the job as system time.
 
 :func:`keep_buffers_on_heap` turns both off for the process: no mmap for any request (M_MMAP_MAX = 0) and
-no trim below 2 GiB of free top (M_TRIM_THRESHOLD). The freed buffers stay in the heap and are handed
-out again. The numbers do not change; the process's peak memory stays reserved until it exits.
+no trim (M_TRIM_THRESHOLD = -1). The freed buffers stay in the heap and are handed out again. The numbers do not
+change; the process's peak memory stays reserved until it exits.
 
-Measured on 2 CPU cores, one thread, steps 2 to 11 of a job (benchmarks/heap.py):
+Measured on this 2-core machine, idle, one thread, 8 steps after 2 (`python benchmarks/heap.py --job text llama 1
+--job text llama 16 --steps 8`; the same job with glibc's defaults in its own process first):
 
-    text Llama H = 16, 60 runs   3.17 s a step, 314k minor faults, 0.76 s system  ->  2.28 s, 8k, 0.02 s
-    text Llama H = 1, 60 runs    138 ms, 13k faults  ->  112 ms, 0.3k
+    text Llama H = 16, 60 runs   2,544 ms a step, 353k minor faults, 495 ms system  ->  2,248 ms, 11k, 111 ms
+    text Llama H = 1, 60 runs    121 ms, 14k faults, 19 ms system  ->  105 ms, 1k, 2 ms
 
 On a system without glibc (macOS, musl) it does nothing and returns False.
 """
@@ -26,7 +27,7 @@ import sys
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_MAX = -4
-TRIM_THRESHOLD = 2**31 - 1  # bytes of free heap top kept (mallopt takes an int)
+TRIM_THRESHOLD = -1  # never trim (mallopt(3): "-1 disables trimming completely")
 
 
 def keep_buffers_on_heap() -> bool:
