@@ -183,8 +183,10 @@ def layer_function(real, layer: int, spec, sizing, seed: int):
     layout = FlatLayout(zip(names, shapes, strict=True), f"layer {layer}")
     gen = torch.Generator().manual_seed(int(seed) + 1)
     x = torch.randn(sizing.batch, sizing.seq_len, spec.d_model, generator=gen, dtype=DTYPE)
-    # a model of K token streams (MusicGen's codebooks) reads them as (B K, T) ids and sums their embeddings
-    streams = int(getattr(getattr(model, "config", None), "num_codebooks", None) or 1)
+    # a model with one embedding table per token stream (MusicGen's K codebooks) reads (B K, T) ids and sums the
+    # streams' embeddings (Moshi's config names audio codebooks too, but its input ids are one text stream)
+    tables, codebooks = model.get_input_embeddings(), getattr(model.config, "num_codebooks", None)
+    streams = codebooks if isinstance(tables, torch.nn.ModuleList) and len(tables) == codebooks else 1
     tokens = torch.randint(real_vocab(model), (sizing.batch * streams, sizing.seq_len), generator=gen)
     encoder = None
     if spec.d_cross:  # as many encoder states as tokens; the call hands them on (key_value_states)
