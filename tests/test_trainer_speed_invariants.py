@@ -15,6 +15,7 @@ import torch
 from training_helpers import one_thread, tiny  # noqa: F401 - one_thread: autouse fixture
 
 from attnid.gauge import operator
+from attnid.layer.layout import Layout
 from attnid.layer.spec import AttentionSpec
 from attnid.training.batched import BatchedRuns, overlap_gauge_steps, train_batched
 from attnid.training.runs import METRIC_COLUMNS, RunConfig, run_config
@@ -155,3 +156,40 @@ def test_every_models_plain_backward_is_grad_and_value_to_rounding(model):
     (plain, loss), (grads, expected) = _batch_gradients(cfgs)
     assert torch.allclose(plain, grads, rtol=1e-12, atol=1e-15 * grads.abs().max())
     assert torch.allclose(loss, expected, rtol=1e-14, atol=0)
+
+
+def test_the_optimizers_column_chunks_change_no_bit(monkeypatch):
+    """The optimizer steps each range of runs one column chunk at a time (attnid.training.optim._column_chunks):
+    every coordinate's arithmetic is the one of the whole row, so the updates are bitwise those of one chunk,
+    for every algorithm, interleaved, with adam_shared's block means over the whole row (an attention layer in
+    the middle of the vector, its blocks split across chunks)."""
+    from attnid.training import optim
+
+    spec = AttentionSpec(8, 4, n_kv_heads=2, biases="qkvo")
+    layer = torch.arange(37, 37 + Layout(spec).size)
+    size = int(layer[-1]) + 29
+    algorithms = ["sgd", "adam_shared", "adam", "sgd_momentum", "adamw", "sgd", "adam_shared", "adam"]
+    M = len(algorithms)
+    hyper = {"lr": torch.linspace(0.01, 0.3, M), "weight_decay": torch.tensor([0.0, 0.1, 0.0, 0.01, 0.1, 0.001, 0.0, 0.02]),
+             "momentum": torch.full((M,), 0.9), "beta1": torch.full((M,), 0.9), "beta2": torch.full((M,), 0.99)}  # fmt: skip
+    shared = optim.shared_blocks([(spec, layer)], size)
+    gen = torch.Generator().manual_seed(0)
+    p0 = torch.randn(M, size, dtype=torch.float64, generator=gen)
+    grads = [torch.randn(M, size, dtype=torch.float64, generator=gen) for _ in range(4)]
+
+    def updates(chunk_bytes: int) -> list[torch.Tensor]:
+        monkeypatch.setattr(optim, "CHUNK_BYTES", chunk_bytes)
+        opt, p, out = optim.Optimizer(algorithms, hyper, shared), p0.clone(), []
+        for g in grads:
+            out.append(opt.update(p, g))
+            p = p + out[-1]
+        return out
+
+    whole = updates(1 << 40)
+    assert len(optim._column_chunks(2, size, 8)) == 1
+    for chunk_bytes in (8, 24, 200):  # a range of 2 runs in chunks of 1, 1 and 12 columns: every block cut
+        monkeypatch.setattr(optim, "CHUNK_BYTES", chunk_bytes)
+        chunks = optim._column_chunks(2, size, 8)
+        assert len(chunks) > 1 and torch.cat([torch.arange(size)[c] for c in chunks]).equal(torch.arange(size))
+        for a, b in zip(whole, updates(chunk_bytes), strict=True):
+            assert torch.equal(a, b)

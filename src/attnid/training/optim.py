@@ -80,14 +80,28 @@ def shared_blocks(layers: list[tuple[AttentionSpec, torch.Tensor]], size: int) -
     return ids, n + int(free.sum())
 
 
-def _segments(flags: list[bool]) -> list[tuple[slice, bool]]:
-    """The maximal ranges of equal flags, [(slice of rows, flag)], in order."""
+CHUNK_BYTES = 1 << 19  # a step's column chunk of one range: 512 KiB a tensor, its handful of tensors within L2
+
+
+def _segments(keys: list) -> list[tuple[slice, object]]:
+    """The maximal ranges of equal keys, [(slice of rows, key)], in order."""
     out, begin = [], 0
-    for i in range(1, len(flags) + 1):
-        if i == len(flags) or flags[i] != flags[begin]:
-            out.append((slice(begin, i), flags[begin]))
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[begin]:
+            out.append((slice(begin, i), keys[begin]))
             begin = i
     return out
+
+
+def _column_chunks(rows: int, columns: int, itemsize: int) -> list[slice]:
+    """Column ranges of a (rows, columns) tensor of about CHUNK_BYTES each (one range when it is smaller).
+
+    An update is a dozen elementwise passes over (rows, P) tensors: at d_model 128 a range of 30 runs holds
+    264 MB a tensor, so every pass streams from memory; chunk by chunk the passes after the first read the
+    cache. Each coordinate's arithmetic is the same either way (elementwise operations).
+    """
+    width = max(1, CHUNK_BYTES // max(1, rows * itemsize))
+    return [slice(c, min(c + width, columns)) for c in range(0, columns, width)]
 
 
 class Optimizer:
@@ -95,10 +109,12 @@ class Optimizer:
 
     algorithms: one of attnid.training.runs.ALGORITHMS per run; hyper: per-run tensors (M,) lr, weight_decay,
     momentum, beta1, beta2; shared: (ids (P,), n) from :func:`shared_blocks`, needed when a run is adam_shared.
-    The rows are cut into ranges of one family (the SGD family, the Adam family; a job lists its runs optimizer by
-    optimizer, so a handful of ranges), and each range takes its family's step in place on its own state, in the
-    order of operations of torch.optim: a step reads the parameters, gradients and moments once or twice each,
-    which on a wide model (M P in the tens of millions) costs as much as the gradient itself.
+    The rows are cut into ranges of one family (the SGD family, Adam and AdamW, adam_shared) with the same terms
+    (coupled decay, momentum, decoupled decay; a job lists its runs optimizer by optimizer, so a handful of
+    ranges), and each range takes its family's step in place on its own
+    state, in the order of operations of torch.optim, one column chunk at a time (:func:`_column_chunks`): on a
+    wide model (M P in the tens of millions) the dozen passes of a step over whole rows cost as much as the
+    gradient itself.
     """
 
     def __init__(self, algorithms: list[str], hyper: dict, shared: tuple[torch.Tensor, int] | None = None):
@@ -113,11 +129,13 @@ class Optimizer:
         self.wd_decoupled = torch.where(decoupled, wd, 0.0)
         self.momentum = torch.where(torch.tensor([a == "sgd_momentum" for a in alg]).reshape(-1, 1), col(hyper["momentum"]), 0.0)
         self.beta1, self.beta2 = col(hyper["beta1"]), col(hyper["beta2"])
-        # per range: its family, and whether any of its runs has coupled decay, momentum, decoupled decay (fixed for
-        # the whole run, so no step asks the device)
-        has = lambda x, rows: bool((x[rows] != 0).any())
-        self.segments = [(rows, adam, has(self.wd_coupled, rows), has(self.momentum, rows), has(self.wd_decoupled, rows))
-                         for rows, adam in _segments([a.startswith("adam") for a in alg])]  # fmt: skip
+        # per range: its family, and whether its runs have coupled decay, momentum, decoupled decay (a range is runs
+        # alike in all four, so it takes only the operations it needs; fixed for the whole run, so no step asks the
+        # device)
+        family = lambda a: "adam_shared" if a == "adam_shared" else "adam" if a.startswith("adam") else "sgd"
+        flags = lambda x: (x != 0).reshape(-1).tolist()
+        keys = list(zip([family(a) for a in alg], flags(self.wd_coupled), flags(self.momentum), flags(self.wd_decoupled)))
+        self.segments = [(rows, *key) for rows, key in _segments(keys)]
         self.shared_rows = [i for i, a in enumerate(alg) if a == "adam_shared"]
         if self.shared_rows and shared is None:
             raise ValueError("adam_shared needs the symmetry blocks of the attention layers (optim.shared_blocks)")
@@ -138,48 +156,72 @@ class Optimizer:
         self._on = (like.device, like.dtype)
 
     def update(self, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """u = p_{t+1} - p_t (M, P) for parameters p and gradients g (M, P); p and g are not modified."""
+        """u = p_{t+1} - p_t (M, P) for parameters p and gradients g (M, P); p and g are not modified.
+
+        Each range of rows steps column chunk by column chunk (:func:`_column_chunks`); an adam_shared range
+        takes its moments first, then its blocks' means of v over the whole row, then the step."""
         self._to(p)
         self.t += 1
         u = torch.empty_like(p)
-        for rows, adam, coupled, momentum, decoupled in self.segments:
-            p_rows = p[rows]
-            g_rows = torch.addcmul(g[rows], self.wd_coupled[rows], p_rows) if coupled else g[rows]  # L2 in the gradient
-            if adam:
-                self._adam(rows, p_rows, g_rows, u[rows], decoupled)
-            else:
-                self._sgd(rows, g_rows, u[rows], momentum)
+        for rows, kind, coupled, momentum, decoupled in self.segments:
+            self._init_state(rows, kind, p)
+            c = self._coefficients(rows, kind)
+            chunks = _column_chunks(rows.stop - rows.start, p.shape[1], p.element_size())
+            for cols in chunks:
+                p_c = p[rows, cols]
+                g_c = torch.addcmul(g[rows, cols], self.wd_coupled[rows], p_c) if coupled else g[rows, cols]  # L2
+                if kind == "sgd":
+                    self._sgd(rows, cols, g_c, u[rows, cols], momentum, c)
+                    continue
+                m, v = self.state[f"m{rows.start}"][:, cols], self.state[f"v{rows.start}"][:, cols]
+                m.lerp_(g_c, c["1-beta1"])  # Adam's moments in torch.optim.Adam's order
+                v.mul_(c["beta2"]).add_(g_c.square().mul_(c["1-beta2"]))
+                if kind == "adam":
+                    torch.sqrt(v, out=u[rows, cols])
+                    self._adam_step(m, p_c, u[rows, cols], decoupled, c)
+            if kind == "adam_shared":  # each coordinate reads its block's mean of v
+                ids, n = self.shared
+                v = self.state[f"v{rows.start}"]
+                sums = torch.zeros(v.shape[0], n, dtype=p.dtype, device=p.device).index_add_(1, ids, v)
+                u[rows] = (sums / self.counts)[:, ids].sqrt_()
+                for cols in chunks:
+                    self._adam_step(self.state[f"m{rows.start}"][:, cols], p[rows, cols], u[rows, cols], decoupled, c)
         return u
 
-    def _sgd(self, rows: slice, g: torch.Tensor, u: torch.Tensor, momentum: bool) -> None:
-        """u = -eta b, b = mu b + g (b_1 = g; mu = 0 without momentum)."""
-        key = f"buf{rows.start}"
-        if momentum:
-            if self.t == 1:
-                self.state[key] = g.clone()
-            else:
-                self.state[key].mul_(self.momentum[rows]).add_(g)
-            g = self.state[key]
-        torch.mul(g, -self.lr[rows], out=u)
+    def _coefficients(self, rows: slice, kind: str) -> dict[str, torch.Tensor]:
+        """The range's per-run factors (rows, 1) of this step, computed once for all its column chunks."""
+        if kind == "sgd":
+            return {"momentum": self.momentum[rows], "-lr": -self.lr[rows]}
+        t, b1, b2, lr = self.t, self.beta1[rows], self.beta2[rows], self.lr[rows]
+        return {"1-beta1": 1 - b1, "beta2": b2, "1-beta2": 1 - b2, "sqrt(1-beta2^t)": (1 - b2**t).sqrt(),
+                "-lr/(1-beta1^t)": -lr / (1 - b1**t), "lr*decay": lr * self.wd_decoupled[rows]}  # fmt: skip
 
-    def _adam(self, rows: slice, p: torch.Tensor, g: torch.Tensor, u: torch.Tensor, decoupled: bool) -> None:
-        """Adam's step (module docstring) as torch.optim.Adam orders it: m.lerp_(g, 1 - beta1),
-        v = beta2 v + (1 - beta2) g^2, denom = sqrt(v) / sqrt(1 - beta2^t) + eps, u = -(eta / (1 - beta1^t)) m / denom,
-        minus eta lambda p for adamw; adam_shared rows read their block's mean of v."""
-        t, b1, b2 = self.t, self.beta1[rows], self.beta2[rows]
-        if t == 1:
-            self.state[f"m{rows.start}"], self.state[f"v{rows.start}"] = torch.zeros_like(p), torch.zeros_like(p)
-        m, v = self.state[f"m{rows.start}"], self.state[f"v{rows.start}"]
-        m.lerp_(g, 1 - b1)
-        v.mul_(b2).add_(g.square().mul_(1 - b2))
-        torch.sqrt(v, out=u)
-        shared = [i - rows.start for i in self.shared_rows if rows.start <= i < rows.stop]
-        if shared:  # each coordinate reads its block's mean of v
-            ids, n = self.shared
-            sums = torch.zeros(len(shared), n, dtype=p.dtype, device=p.device).index_add_(1, ids, v[shared])
-            u[shared] = (sums / self.counts)[:, ids].sqrt_()
-        u.div_((1 - b2**t).sqrt()).add_(EPS)
+    def _init_state(self, rows: slice, kind: str, p: torch.Tensor) -> None:
+        """At the first step: the range's momentum buffer or moments (M_range, P)."""
+        if self.t != 1:
+            return
+        if kind == "sgd":
+            self.state[f"buf{rows.start}"] = torch.empty_like(p[rows])  # b_1 = g_1, written by _sgd
+        else:
+            self.state[f"m{rows.start}"], self.state[f"v{rows.start}"] = torch.zeros_like(p[rows]), torch.zeros_like(p[rows])
+
+    def _sgd(self, rows: slice, cols: slice, g: torch.Tensor, u: torch.Tensor, momentum: bool, c: dict) -> None:
+        """u = -eta b, b = mu b + g (b_1 = g; mu = 0 without momentum) on one column chunk."""
+        if momentum:
+            buf = self.state[f"buf{rows.start}"][:, cols]
+            if self.t == 1:
+                buf.copy_(g)
+            else:
+                buf.mul_(c["momentum"]).add_(g)
+            g = buf
+        torch.mul(g, c["-lr"], out=u)
+
+    @staticmethod
+    def _adam_step(m: torch.Tensor, p: torch.Tensor, u: torch.Tensor, decoupled: bool, c: dict) -> None:
+        """u holds sqrt(v) (or its block's mean): denom = u / sqrt(1 - beta2^t) + eps, u = -(eta / (1 - beta1^t))
+        m / denom, minus eta lambda p for adamw (the module docstring's step, in torch.optim.Adam's order)."""
+        u.div_(c["sqrt(1-beta2^t)"]).add_(EPS)
         torch.div(m, u, out=u)
-        u.mul_(-self.lr[rows] / (1 - b1**t))
+        u.mul_(c["-lr/(1-beta1^t)"])
         if decoupled:
-            u.addcmul_(self.lr[rows] * self.wd_decoupled[rows], p, value=-1)
+            u.addcmul_(c["lr*decay"], p, value=-1)
