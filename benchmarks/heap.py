@@ -18,7 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sweep import chosen_jobs, job_options
+
 ROOT = Path(__file__).resolve().parent
+DEFAULT_JOBS = [["text", "llama", "1"], ["text", "llama", "16"], ["text", "gpt2", "4"]]
 
 
 def child(args) -> None:
@@ -57,17 +60,10 @@ def child(args) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configfile", default="config/paper.yaml")
-    p.add_argument("--job", nargs=3, action="append", metavar=("TASK", "MODEL", "HEADS"),
-                   help="a job of the preset (default: text llama 1, text llama 16, text gpt2 4)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=10)
+    job_options(p, DEFAULT_JOBS, steps=10)
     p.add_argument("--heap", type=int, choices=(0, 1), help=argparse.SUPPRESS)  # the child's setting
     args = p.parse_args(argv)
-    if args.steps < 1:
-        p.error(f"--steps must be at least 1, got {args.steps}")
-    jobs = args.job or [["text", "llama", "1"], ["text", "llama", "16"], ["text", "gpt2", "4"]]
-    for task, model, heads in jobs:
-        if not heads.isdigit():
-            p.error(f"--job TASK MODEL HEADS: HEADS must be a head count, got {heads!r} (in --job {task} {model} {heads})")
+    jobs = chosen_jobs(p, args, DEFAULT_JOBS)
     if args.heap is not None:
         return child(args)
     for job in jobs:

@@ -17,7 +17,7 @@ import argparse
 import time
 
 import torch
-from sweep import corpus_folder, preset_config
+from sweep import chosen_jobs, corpus_folder, job_options, preset_config
 
 from attnid.training import optim
 from attnid.training.batched import BatchedRuns
@@ -26,6 +26,7 @@ from attnid.training.heap import keep_buffers_on_heap
 from attnid.training.runs import run_config, runs
 
 WHOLE_ROWS = 1 << 62  # CHUNK_BYTES that makes every range one chunk: the whole-row passes
+DEFAULT_JOBS = [["text", "llama", "16"], ["recall_fixed_head", "own", "16"], ["text", "gpt2", "4"]]
 
 
 def job_optimizers(training: dict, corpus, task: str, model: str, heads: int) -> tuple[BatchedRuns, list]:
@@ -64,16 +65,9 @@ def time_job(training: dict, corpus, job: list[str], steps: int) -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configfile", default="config/paper.yaml")
-    p.add_argument("--job", nargs=3, action="append", metavar=("TASK", "MODEL", "HEADS"),
-                   help="a job of the preset (default: text llama 16, recall_fixed_head own 16, text gpt2 4)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=5)
+    job_options(p, DEFAULT_JOBS, steps=5)
     args = p.parse_args(argv)
-    if args.steps < 1:
-        p.error(f"--steps must be at least 1, got {args.steps}")
-    jobs = args.job or [["text", "llama", "16"], ["recall_fixed_head", "own", "16"], ["text", "gpt2", "4"]]
-    for task, model, heads in jobs:
-        if not heads.isdigit():
-            p.error(f"--job TASK MODEL HEADS: HEADS must be a head count, got {heads!r} (in --job {task} {model} {heads})")
+    jobs = chosen_jobs(p, args, DEFAULT_JOBS)
     torch.set_num_threads(1)
     keep_buffers_on_heap()
     training = preset_config(args.configfile)["training"]

@@ -209,6 +209,25 @@ def floor(cfgs: list, cache: dict) -> dict:
     return out
 
 
+def job_options(parser: argparse.ArgumentParser, default: list[list[str]], steps: int) -> None:
+    """--job TASK MODEL HEADS (repeatable; `default` without one) and --steps N, as the per-job benchmarks take them."""
+    names = ", ".join(" ".join(j) for j in default)
+    parser.add_argument("--job", nargs=3, action="append", metavar=("TASK", "MODEL", "HEADS"),
+                        help=f"a job of the preset (default: {names})")  # fmt: skip
+    parser.add_argument("--steps", type=int, default=steps)
+
+
+def chosen_jobs(parser: argparse.ArgumentParser, args, default: list[list[str]]) -> list[list[str]]:
+    """The --job list (or `default`), each HEADS a head count, and --steps at least 1; else a usage error."""
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    jobs = args.job or default
+    for task, model, heads in jobs:
+        if not heads.isdigit():
+            parser.error(f"--job TASK MODEL HEADS: HEADS must be a head count, got {heads!r} (in --job {task} {model} {heads})")
+    return jobs
+
+
 @contextlib.contextmanager
 def corpus_folder(training: dict, built: Path | None = None):
     """The folder of the text corpus a preset's text jobs read: `built` where a build made it, otherwise built
