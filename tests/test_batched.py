@@ -27,6 +27,7 @@ from attnid.layer.spec import AttentionSpec
 from attnid.training import analysis
 from attnid.training.batched import train_batched
 from attnid.training.nets import build
+from attnid.training.job import JOB_CPU_LINE, logged_job_cpu
 from attnid.training.optim import symmetry_blocks
 from attnid.training.overlap import gauge_overlap
 from attnid.training.runs import METRIC_COLUMNS, job_params, jobs, run_config, runs
@@ -268,6 +269,7 @@ def test_the_run_list_imports_without_torch():
 
 
 def test_train_job_script_writes_both_tables_and_records_divergence(tmp_path):
+    import resource
     import runpy
     from types import SimpleNamespace
 
@@ -290,6 +292,12 @@ def test_train_job_script_writes_both_tables_and_records_divergence(tmp_path):
         sys.stderr = stderr
     summary = pd.read_parquet(fake.output.summary)
     assert len(summary) == 2 and summary["diverged"].all()
-    assert "diverged at step" in Path(fake.log[0]).read_text()
+    log = Path(fake.log[0]).read_text()
+    assert "diverged at step" in log
+    # the log's last line: the process's own CPU seconds (Snakemake's sampled cpu_time misses a job's end)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    assert 0 < logged_job_cpu(log) <= usage.ru_utime + usage.ru_stime
+    assert log.rstrip().splitlines()[-1].startswith(JOB_CPU_LINE)
+    assert logged_job_cpu("10 runs in 1.0 s\n") is None
     columns = ["task", "model", "optimizer", "rebalance", "heads", "seed"]
     assert list(pd.read_parquet(fake.output.metrics).columns[:6]) == columns

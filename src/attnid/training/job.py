@@ -18,6 +18,25 @@ from .batched import train_batched
 from .runs import attention_spec, run_config, runs, task_section
 from .sweep import summary_row
 
+# The job log's last line (workflow/scripts/train_job.py), which benchmarks/sweep.py --from-build reads:
+# Snakemake's benchmark cpu_time is sampled (every 0.5 s for 15 s, then every 30 s) and misses up to 30 s at a
+# job's end, so a job counts its own CPU seconds
+JOB_CPU_LINE = "job CPU-s (this process, user + system, start-up included):"
+
+
+def job_cpu_line() -> str:
+    """JOB_CPU_LINE and this process's CPU seconds since it started (user + system, every thread)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return f"{JOB_CPU_LINE} {usage.ru_utime + usage.ru_stime:.2f}"
+
+
+def logged_job_cpu(text: str) -> float | None:
+    """The CPU seconds a job log's JOB_CPU_LINE gives (the last one), None without one."""
+    lines = [line for line in text.splitlines() if line.startswith(JOB_CPU_LINE)]
+    return float(lines[-1][len(JOB_CPU_LINE) :]) if lines else None
+
 
 def _tables(keys: list[dict], cfgs: list, results: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     metrics, summaries = [], []
