@@ -26,8 +26,8 @@ from attnid.layer.layout import Layout
 from attnid.layer.spec import AttentionSpec
 from attnid.training import analysis
 from attnid.training.batched import train_batched
-from attnid.training.nets import build
 from attnid.training.job import JOB_CPU_LINE, logged_job_cpu
+from attnid.training.nets import build
 from attnid.training.optim import symmetry_blocks
 from attnid.training.overlap import gauge_overlap
 from attnid.training.runs import METRIC_COLUMNS, job_params, jobs, run_config, runs

@@ -111,10 +111,9 @@ class Optimizer:
     momentum, beta1, beta2; shared: (ids (P,), n) from :func:`shared_blocks`, needed when a run is adam_shared.
     The rows are cut into ranges of one family (the SGD family, Adam and AdamW, adam_shared) with the same terms
     (coupled decay, momentum, decoupled decay; a job lists its runs optimizer by optimizer, so a handful of
-    ranges), and each range takes its family's step in place on its own
-    state, in the order of operations of torch.optim, one column chunk at a time (:func:`_column_chunks`): on a
-    wide model (M P in the tens of millions) the dozen passes of a step over whole rows cost as much as the
-    gradient itself.
+    ranges), and each range takes its family's step in place on its own state, in the order of operations of
+    torch.optim, one column chunk at a time (:func:`_column_chunks`): on a wide model (M P in the tens of
+    millions) the dozen passes of a step over whole rows cost as much as the gradient itself.
     """
 
     def __init__(self, algorithms: list[str], hyper: dict, shared: tuple[torch.Tensor, int] | None = None):
@@ -136,8 +135,7 @@ class Optimizer:
         flags = lambda x: (x != 0).reshape(-1).tolist()
         keys = list(zip([family(a) for a in alg], flags(self.wd_coupled), flags(self.momentum), flags(self.wd_decoupled)))
         self.segments = [(rows, *key) for rows, key in _segments(keys)]
-        self.shared_rows = [i for i, a in enumerate(alg) if a == "adam_shared"]
-        if self.shared_rows and shared is None:
+        if "adam_shared" in alg and shared is None:
             raise ValueError("adam_shared needs the symmetry blocks of the attention layers (optim.shared_blocks)")
         self.shared = shared
         if shared is not None:
@@ -164,7 +162,7 @@ class Optimizer:
         self.t += 1
         u = torch.empty_like(p)
         for rows, kind, coupled, momentum, decoupled in self.segments:
-            self._init_state(rows, kind, p)
+            self._init_state(rows, kind, momentum, p)
             c = self._coefficients(rows, kind)
             chunks = _column_chunks(rows.stop - rows.start, p.shape[1], p.element_size())
             for cols in chunks:
@@ -196,12 +194,13 @@ class Optimizer:
         return {"1-beta1": 1 - b1, "beta2": b2, "1-beta2": 1 - b2, "sqrt(1-beta2^t)": (1 - b2**t).sqrt(),
                 "-lr/(1-beta1^t)": -lr / (1 - b1**t), "lr*decay": lr * self.wd_decoupled[rows]}  # fmt: skip
 
-    def _init_state(self, rows: slice, kind: str, p: torch.Tensor) -> None:
-        """At the first step: the range's momentum buffer or moments (M_range, P)."""
+    def _init_state(self, rows: slice, kind: str, momentum: bool, p: torch.Tensor) -> None:
+        """At the first step: the range's momentum buffer (SGD with momentum only) or moments (M_range, P)."""
         if self.t != 1:
             return
         if kind == "sgd":
-            self.state[f"buf{rows.start}"] = torch.empty_like(p[rows])  # b_1 = g_1, written by _sgd
+            if momentum:
+                self.state[f"buf{rows.start}"] = torch.empty_like(p[rows])  # b_1 = g_1, written by _sgd
         else:
             self.state[f"m{rows.start}"], self.state[f"v{rows.start}"] = torch.zeros_like(p[rows]), torch.zeros_like(p[rows])
 
