@@ -165,6 +165,27 @@ def test_the_whole_model_overlap_stops_above_its_orbit_dimension():
     assert model_gauge(net, max_dim=dim) is not None and model_gauge(net, max_dim=dim - 1) is None
 
 
+@pytest.mark.parametrize("vocab, measured", [(9, True), (8, False), (5, False)])
+def test_the_whole_model_overlap_is_left_out_where_the_counting_rules_refuse_the_model(vocab, measured):
+    """A vocabulary no larger than d_model is beyond the whole-model counting rules (SpecError 'vocab_size'), so
+    the run has no whole-model gauge (its overlaps NaN, as above its orbit dimension) instead of a failed job;
+    one token more and it has one."""
+    from attnid.layer.spec import AttentionSpec
+    from attnid.errors import SpecError
+    from attnid.hf.mapping import model_spec
+    from attnid.model.counting.limits import check_countable
+    from attnid.training.gauges import model_gauge
+    from attnid.training.nets import Net
+    from attnid.training.runs import RunConfig
+
+    spec = AttentionSpec(d_model=8, n_heads=2, rope_dims="full", causal=True)
+    net = Net(RunConfig(task="markov", model="llama", attention=spec, vocab=vocab, order=1, seq_len=6, n_layers=1))
+    assert (model_gauge(net) is not None) == measured
+    if not measured:
+        with pytest.raises(SpecError, match="vocab_size"):
+            check_countable(model_spec(net.module.config.to_dict(), seq_len=net.seq_len))
+
+
 def test_gpt2_refuses_grouped_keys_and_values():
     entry = copy.deepcopy(RECALL) | {"model": "gpt2", "kv_ratio": 2}
     (error,) = semantic_errors(_config(entry))

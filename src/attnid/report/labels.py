@@ -60,6 +60,7 @@ SETTING_NAMES = {
     "markov": "Markov chain",
     "markov/llama": "Markov, Llama",
     "markov/gpt2": "Markov, GPT-2",
+    "markov_fixed_head/llama": "Markov, Llama, fixed head size",
     "text": "text",
     "text/llama": "text, Llama",
     "text/gpt2": "text, GPT-2",

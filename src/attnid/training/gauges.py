@@ -21,6 +21,8 @@ import copy
 
 import torch
 
+from ..errors import SpecError
+
 
 class ModelGauge:
     """Whole-model overlaps of a Net's runs: overlap(theta (P,), update (P,)) -> {source: overlap}, 'all' first."""
@@ -51,14 +53,23 @@ class ModelGauge:
 
 
 def model_gauge(net, max_dim: int | None = None) -> ModelGauge | None:
-    """The whole-model gauge of a real architecture's Net (None for attnid's own models, without attnid.gauge, or
-    when the orbit's dimension exceeds `max_dim`: its Gram, dim x dim, is factored per run and point, so a wide
-    model's costs minutes a point)."""
+    """The whole-model gauge of a real architecture's Net (None for attnid's own models, without attnid.gauge,
+    when the whole-model counting rules do not cover the model (attnid.model.counting.limits.check_countable,
+    e.g. a vocabulary no larger than d_model: the token rows then span only part of the stream), or when the
+    orbit's dimension exceeds `max_dim`: its Gram, dim x dim, is factored per run and point, so a wide model's
+    costs minutes a point). Its overlaps are then NaN."""
     if net.kind == "own":
         return None
     try:
         from ..gauge import Gauge
     except ImportError:
+        return None
+    from ..hf.mapping import model_spec
+    from ..model.counting.limits import check_countable
+
+    try:
+        check_countable(model_spec(net.module.config.to_dict(), seq_len=net.seq_len))
+    except SpecError:
         return None
     gauge = ModelGauge(net, Gauge)
     return None if max_dim is not None and gauge.gauge.dim > max_dim else gauge
