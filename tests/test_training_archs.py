@@ -248,3 +248,14 @@ def test_a_mixtral_sweep_validates_and_gets_llamas_attention():
     config["training"]["tasks"] = [entry | {"attention": {"d_model": 12}, "heads": [4]}]  # head size 3
     (error,) = semantic_errors(config)
     assert "head size 3 is odd" in error
+
+
+@pytest.mark.parametrize("model", list(SPECS))
+def test_every_whole_model_source_of_a_training_class_has_a_printed_name(model):
+    """The figures and tables name each source of the whole-model orbit (attnid.report.labels.SOURCE_NAMES); a
+    source without a name would print its breakdown key."""
+    from attnid.report.labels import SOURCE_NAMES
+
+    net = Net(tiny(task="markov", model=model, attention=SPECS[model], vocab=9, seq_len=6))
+    sources = {key for key, dim in ModelGauge(net).gauge.breakdown.items() if dim}
+    assert sources and sources <= set(SOURCE_NAMES), sources - set(SOURCE_NAMES)

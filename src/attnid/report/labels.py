@@ -32,6 +32,8 @@ SOURCE_NAMES = {
     "all": "whole model",
     "attention": "attention",
     "mlp_hidden": "MLP units",
+    "moe_hidden_units": "expert units",
+    "moe_router": "router shift",
     "norm_gain": "norm gains",
     "norm_bias": "norm biases",
     "residual_rotations": "residual stream",
