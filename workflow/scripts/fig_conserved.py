@@ -3,13 +3,25 @@
 Gradient flow conserves the imbalances W_Q^T W_Q - W_K^T W_K and W_V^T W_V - W_O W_O^T (per head
 or KV group; attnid.symmetry.imbalance). Reads results/training/metrics.parquet (drift since
 step 0, relative to the size of the Grams at step 0, on the measured steps) and summary.parquet.
-Columns: the tasks and models; rows: the query-key and value-output parts; colour: optimizer. Runs without
+One column of panels per task and model, at most five to a row (figtraining.setting_blocks); in each, the
+query-key part above the value-output part; colour: optimizer. Runs without
 rebalancing (balancing resets the imbalance on purpose), the largest head count of each task; 95%
 t-intervals over seeds of log10 drift (geometric means).
 """
 
 import pandas as pd
-from figtraining import OPTIMIZER_NAMES, TASK_NAMES, band, draw_band, names, note_diverged, readable, with_settings
+from figtraining import (
+    OPTIMIZER_NAMES,
+    TASK_NAMES,
+    band,
+    draw_band,
+    names,
+    note_diverged,
+    readable,
+    setting_blocks,
+    title,
+    with_settings,
+)
 
 from attnid.report.seeds import at_largest_heads
 from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
@@ -19,29 +31,29 @@ KEYS = ["task", "optimizer", "heads", "seed", "step"]
 
 
 def plot(metrics: pd.DataFrame, summary: pd.DataFrame):
-    import matplotlib.pyplot as plt
-
     metrics, summary = with_settings(metrics), with_settings(summary)
     use_style()
     df, heads = at_largest_heads(metrics[(metrics["step"] > 0) & (metrics["rebalance"] == "none")])
     per_run = readable(df.groupby(KEYS, as_index=False)[list(PARTS)].mean())
     tasks, optimizers = names(df, "task", TASK_NAMES), names(df, "optimizer", OPTIMIZER_NAMES)
-    fig, axes = plt.subplots(len(PARTS), len(tasks), figsize=(FULL_WIDTH, 0.9 + 1.45 * len(PARTS)),
-                             sharex="col", sharey=True, squeeze=False)  # fmt: skip
+    fig, at = setting_blocks(len(tasks), len(PARTS), FULL_WIDTH, 1.6, sharey=True)
     colours = dict(zip(optimizers, PALETTE))
     heads = {TASK_NAMES.get(t, t): h for t, h in heads.items()}  # by display name
-    for j, task in enumerate(tasks):
+    for k, task in enumerate(tasks):
         for i, (part, label) in enumerate(PARTS.items()):
-            ax = axes[i, j]
+            ax = at(k, i)
             b = band(per_run[per_run["task"] == task], ["optimizer"], part, log=True)
             for opt in optimizers:
                 draw_band(ax, b[b["optimizer"] == opt], colours[opt], label=opt)
             ax.set(yscale="log", xlabel="step" if i == len(PARTS) - 1 else "")
             if i == 0:
-                ax.set_title(f"{task}, $H = {heads[task]}$", fontsize=MIN_FONT_PT)
-            if j == 0:
+                ax.set_title(f"{title(task)}\n$H = {heads[task]}$", fontsize=MIN_FONT_PT)
+            if ax.get_subplotspec().is_first_col():
                 ax.set_ylabel(f"{label} drift")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+        for i in range(1, len(PARTS)):  # one step axis a setting, labelled at its bottom panel
+            at(k, i - 1).sharex(at(k, i))
+            at(k, i - 1).tick_params(labelbottom=False)
+    handles, labels = at(0, 0).get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6))
     note_diverged(fig, summary)
     return fig

@@ -1,15 +1,12 @@
 """Figure `preconditioner`: Adam against Adam with one second moment per symmetry block.
 
-Reads results/training/summary.parquet (no rebalancing). One column of panels per task and model, at most
-COLUMNS to a row (more settings wrap into another pair of rows); in each pair, the mean overlap of the updates
-with the unidentified subspace above the final held-out loss (converged runs);
+Reads results/training/summary.parquet (no rebalancing). One column of panels per task and model, at most five
+to a row (figtraining.setting_blocks; more settings wrap into another pair of rows); in each pair, the mean
+overlap of the updates with the unidentified subspace above the final held-out loss (converged runs);
 x: heads H; colour and marker: optimizer (Adam; Adam whose second moment is averaged over each query-key
 and each value-output block of a KV group, so that its update is a multiple of the gradient on each
 symmetry block; SGD with momentum for reference), drawn slightly apart at one H. 95% t-intervals over seeds.
 """
-
-import math
-import textwrap
 
 import pandas as pd
 from figtraining import (
@@ -18,10 +15,13 @@ from figtraining import (
     TASK_NAMES,
     dodged,
     draw_points,
+    label_log_y,
     mean_ci,
     names,
     note_diverged,
     readable,
+    setting_blocks,
+    title,
     with_settings,
 )
 
@@ -29,25 +29,9 @@ from attnid.report.style import FULL_WIDTH, MIN_FONT_PT, PALETTE, use_style
 
 SHOWN = ("adam", "adam_shared", "sgd_momentum")
 MEASURES = (("mean_overlap_all", r"mean overlap $\|P_T u\|/\|u\|$"), ("final_eval_loss", "final held-out loss"))
-COLUMNS = 5  # settings side by side: at the full text width a panel keeps its ticks 1, 2, 4, 8, 16 apart
-TITLE_CHARS = 22  # a longer setting name ("Markov, Llama, fixed head size") takes two lines
-
-
-def label_log_y(ax) -> None:
-    """A log y axis labelled in plain numbers (0.02, 2.2), its minor ticks too where the panel spans under a decade
-    (matplotlib's LogFormatter picks which ticks to label)."""
-    from matplotlib.ticker import LogFormatter
-
-    class PlainLog(LogFormatter):
-        def __call__(self, x, pos=None):
-            return f"{x:g}" if super().__call__(x, pos) else ""
-
-    ax.yaxis.set_major_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
-    ax.yaxis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def plot(summary: pd.DataFrame):
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.ticker import NullLocator
 
@@ -57,29 +41,23 @@ def plot(summary: pd.DataFrame):
     tasks = names(runs, "task", TASK_NAMES)
     shown = readable(runs)
     order = names(runs, "optimizer", OPTIMIZER_NAMES)
-    columns, blocks = min(COLUMNS, len(tasks)), math.ceil(len(tasks) / COLUMNS)
-    fig, axes = plt.subplots(2 * blocks, columns, figsize=(FULL_WIDTH, 0.9 + 1.7 * 2 * blocks), squeeze=False)
-    for place in range(len(tasks), blocks * columns):  # the last block's empty places
-        block, j = divmod(place, columns)
-        for i in range(2):
-            fig.delaxes(axes[2 * block + i, j])
+    fig, at = setting_blocks(len(tasks), len(MEASURES), FULL_WIDTH, 1.7)
     style = {opt: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, opt in enumerate(order)}
-    for place, task in enumerate(tasks):
-        block, j = divmod(place, columns)
+    for k, task in enumerate(tasks):
         cell = shown[shown["task"] == task]
         heads = sorted(cell["heads"].unique())
         for i, (column, label) in enumerate(MEASURES):
-            ax = axes[2 * block + i, j]
+            ax = at(k, i)
             data = cell if column != "final_eval_loss" or "converged" not in cell else cell[cell["converged"].astype(bool)]
             present = [o for o in order if o in set(data["optimizer"])]
-            for k, opt in enumerate(present):
+            for n, opt in enumerate(present):
                 stats = mean_ci(data[data["optimizer"] == opt], "heads", column)
-                draw_points(ax, stats, dodged(stats["heads"], k, len(present)), *style[opt], label=opt)
+                draw_points(ax, stats, dodged(stats["heads"], n, len(present)), *style[opt], label=opt)
             ax.set(xscale="log", yscale="log", xlabel="heads $H$" if i == 1 else "")
-            if j == 0:
+            if ax.get_subplotspec().is_first_col():
                 ax.set_ylabel(label)
             if i == 0:
-                ax.set_title(textwrap.fill(task, TITLE_CHARS), fontsize=MIN_FONT_PT + 1)
+                ax.set_title(title(task), fontsize=MIN_FONT_PT + 1)
             ax.set_xticks(heads, [str(h) for h in heads])
             ax.xaxis.set_minor_locator(NullLocator())
             label_log_y(ax)

@@ -91,6 +91,49 @@ def panel_grid(n: int, width: float, row_height: float, ncols: int = 3, extra: f
     return fig, axes[:n]
 
 
+SETTINGS_PER_ROW = 5  # settings side by side at the full text width before they wrap (titles and ticks stay apart)
+TITLE_CHARS = 22  # a longer setting name ("Markov, Llama, fixed head size") takes two lines
+
+
+def setting_blocks(n: int, rows: int, width: float, row_height: float, columns: int = SETTINGS_PER_ROW,
+                   extra: float = 0.9, **kwargs):  # fmt: skip
+    """(fig, at): n settings side by side, each a column of `rows` panels, at most `columns` settings to a row of
+    blocks (more wrap into the next block of `rows` rows); at(k, i) is setting k's i-th panel. The last block's
+    empty places are removed."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    columns = min(columns, n)
+    blocks = math.ceil(n / columns)
+    fig, grid = plt.subplots(rows * blocks, columns, figsize=(width, extra + row_height * rows * blocks), squeeze=False,
+                             **kwargs)  # fmt: skip
+    for place in range(n, blocks * columns):
+        for i in range(rows):
+            fig.delaxes(grid[rows * (place // columns) + i, place % columns])
+    return fig, lambda k, i: grid[rows * (k // columns) + i, k % columns]
+
+
+def title(name: str) -> str:
+    """A setting's panel title, on two lines when long."""
+    import textwrap
+
+    return textwrap.fill(name, TITLE_CHARS)
+
+
+def label_log_y(ax) -> None:
+    """A log y axis labelled in plain numbers (0.02, 2.2), its minor ticks too where the panel spans under a decade
+    (matplotlib's LogFormatter picks which ticks to label)."""
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLog(LogFormatter):
+        def __call__(self, x, pos=None):
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    ax.yaxis.set_major_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+    ax.yaxis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
 def short(df, column: str = "optimizer"):
     """A copy with the short display names of the optimizers (narrow category axes)."""
     out = df.copy()
