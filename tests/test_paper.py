@@ -128,6 +128,7 @@ def test_no_unresolved_references_or_missing_pieces(built):
 # --- Layout and names: the paper a referee reads -----------------------------------------------------
 
 OVERFULL = re.compile(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", re.MULTILINE)
+FLOAT_TOO_LARGE = re.compile(r"^(LaTeX Warning: Float too large for page by (\d+(?:\.\d+)?)pt.*)$", re.MULTILINE)
 MAX_OVERFULL_PT = 2.0
 FLOAT = re.compile(r"\\begin\{(figure\*?|table\*?)\}(.*?)\\end\{\1\}", re.DOTALL)
 # Names a reader cannot decode: the sweep's config ids and spec labels (attnid.layer.spec.AttentionSpec.label).
@@ -140,15 +141,19 @@ def floats(tex: str) -> list[tuple[str, str]]:
 
 
 def overfull_boxes(log_text: str) -> list[tuple[float, str]]:
-    """(points, log line) of every overfull box in a LaTeX log."""
-    return [(float(m.group(2)), m.group(1)) for m in OVERFULL.finditer(log_text)]
+    """(points, log line) of every overfull box in a LaTeX log, and of every float taller than the page (LaTeX sets
+    it anyway, over the page's foot)."""
+    boxes = [(float(m.group(2)), m.group(1)) for m in OVERFULL.finditer(log_text)]
+    return boxes + [(float(m.group(2)), m.group(1)) for m in FLOAT_TOO_LARGE.finditer(log_text)]
 
 
 def test_overfull_boxes_are_read_from_a_log():
     log = "Overfull \\hbox (66.0pt too wide) in paragraph at lines 100--105\nOverfull \\vbox (1.5pt too high) has"
+    log += "\nLaTeX Warning: Float too large for page by 25.60373pt on input line 94."
     assert overfull_boxes(log) == [
         (66.0, "Overfull \\hbox (66.0pt too wide) in paragraph at lines 100--105"),
         (1.5, "Overfull \\vbox (1.5pt too high) has"),
+        (25.60373, "LaTeX Warning: Float too large for page by 25.60373pt on input line 94."),
     ]
 
 
