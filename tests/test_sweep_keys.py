@@ -166,7 +166,7 @@ def test_the_whole_model_overlap_stops_above_its_orbit_dimension():
 
 
 @pytest.mark.parametrize("vocab, measured", [(9, True), (8, False), (5, False)])
-def test_the_whole_model_overlap_is_left_out_where_the_counting_rules_refuse_the_model(vocab, measured):
+def test_the_whole_model_overlap_is_left_out_where_the_counting_rules_refuse_the_model(vocab, measured, capsys):
     """A vocabulary no larger than d_model is beyond the whole-model counting rules (SpecError 'vocab_size'), so
     the run has no whole-model gauge (its overlaps NaN, as above its orbit dimension) instead of a failed job;
     one token more and it has one."""
@@ -181,6 +181,7 @@ def test_the_whole_model_overlap_is_left_out_where_the_counting_rules_refuse_the
     spec = AttentionSpec(d_model=8, n_heads=2, rope_dims="full", causal=True)
     net = Net(RunConfig(task="markov", model="llama", attention=spec, vocab=vocab, order=1, seq_len=6, n_layers=1))
     assert (model_gauge(net) is not None) == measured
+    assert ("no whole-model overlap" in capsys.readouterr().err) == (not measured)  # the job's log says why
     if not measured:
         with pytest.raises(SpecError, match="vocab_size"):
             check_countable(model_spec(net.module.config.to_dict(), seq_len=net.seq_len))

@@ -18,6 +18,7 @@ attnid.gauge installed (an older tree) :func:`model_gauge` returns None and the 
 from __future__ import annotations
 
 import copy
+import sys
 
 import torch
 
@@ -57,7 +58,8 @@ def model_gauge(net, max_dim: int | None = None) -> ModelGauge | None:
     when the whole-model counting rules do not cover the model (attnid.model.counting.limits.check_countable,
     e.g. a vocabulary no larger than d_model: the token rows then span only part of the stream), or when the
     orbit's dimension exceeds `max_dim`: its Gram, dim x dim, is factored per run and point, so a wide model's
-    costs minutes a point). Its overlaps are then NaN."""
+    costs minutes a point). Its overlaps are then NaN, and the job's log says why. A model the mapping refuses is
+    an error, not a None."""
     if net.kind == "own":
         return None
     try:
@@ -67,9 +69,11 @@ def model_gauge(net, max_dim: int | None = None) -> ModelGauge | None:
     from ..hf.mapping import model_spec
     from ..model.counting.limits import check_countable
 
+    spec = model_spec(net.module.config.to_dict(), seq_len=net.seq_len)
     try:
-        check_countable(model_spec(net.module.config.to_dict(), seq_len=net.seq_len))
-    except SpecError:
+        check_countable(spec)
+    except SpecError as beyond:
+        print(f"no whole-model overlap: the counting rules do not cover this model ({beyond})", file=sys.stderr)
         return None
     gauge = ModelGauge(net, Gauge)
     return None if max_dim is not None and gauge.gauge.dim > max_dim else gauge
