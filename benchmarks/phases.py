@@ -37,7 +37,9 @@ import time
 from collections import Counter
 
 import torch
-from sweep import MATMULS, chosen_jobs, corpus_folder, floor, job_options, matmul_seconds, preset_config, step_matmuls
+from sweep import (
+    MATMULS, chosen_jobs, corpus_folder, floor, job_options, machine_line, matmul_seconds, preset_config, step_matmuls,
+)
 
 from attnid.training import batched, optim
 from attnid.training.batched import BatchedRuns
@@ -160,6 +162,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     keep_buffers_on_heap()
     training = preset_config(args.configfile)["training"]
+    print(machine_line(training["dtype"]))
     with corpus_folder(training) as corpus:
         for job in jobs:
             r = job_phases(training, corpus, job, args.steps)

@@ -376,6 +376,46 @@ def lowest_floors(selected: list, rounds: int) -> list[dict]:
     return best
 
 
+REFERENCE_BMM = (60, 128, 128, 256)  # runs, n, k, m: text Llama H = 16's largest product shape
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor string where there is none."""
+    import platform
+
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine_line(dtype: str = "float64") -> str:
+    """What the floor depends on: the CPU, torch's BLAS and its one-thread `bmm` rate at a reference shape.
+
+    The floor is this machine's rate at the jobs' shapes, and the products' rate moves between CPUs more than the
+    elementwise work's, so a ratio is a fact about a machine (README, Training, gives the same trainer's tables on
+    two CPUs). A table quotes this line with its numbers."""
+    import torch
+
+    b, n, k, m = REFERENCE_BMM
+    x = torch.randn(b, n, k, dtype=getattr(torch, dtype))
+    y = torch.randn(b, k, m, dtype=getattr(torch, dtype))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = math.inf
+        for _ in range(7):
+            start = time.perf_counter()
+            torch.bmm(x, y)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    blas = "MKL" if torch.backends.mkl.is_available() else "no MKL"
+    return (f"# MACHINE: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__} ({blas}); one-thread {dtype} "
+            f"bmm {tuple(REFERENCE_BMM)} {2 * b * n * k * m / best / 1e9:.1f} GFLOP/s")  # fmt: skip
+
+
 def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
     """The per-job table and the preset's totals against the floor."""
     from attnid.training.runs import runs
@@ -383,6 +423,7 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
     dtype = training["dtype"]
     print(f"# {args.configfile}: every job, one thread, device {args.device}, dtype {dtype}, load average "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(machine_line(dtype))
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     n_runs = len(runs(training))
     pflop = df["job_pflop"].sum()
@@ -395,7 +436,8 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
         floor_s = df[f"floor_{dtype}_s"].sum()
         print(f"# FROM THE BUILD ({training_dir.relative_to(ROOT)}): {len(df)} jobs, {df['job_wall_s'].sum():.0f} s of job "
               f"wall time and {df['job_cpu_s'].sum():.0f} CPU-s; RATIO to the {dtype} floor: CPU {df['job_cpu_s'].sum() / floor_s:.2f}, "
-              f"wall {df['job_wall_s'].sum() / floor_s:.2f} (worst job: CPU {df['ratio'].max():.2f})")  # fmt: skip
+              f"wall {df['job_wall_s'].sum() / floor_s:.2f} (worst job: CPU {df['ratio'].max():.2f}); above 4x: "
+              f"{int((df['ratio'] > 4).sum())} of {len(df)} jobs in CPU, {int((df['wall_ratio'] > 4).sum())} in wall time")  # fmt: skip
         sampled = int((df["cpu_from"] == "snakemake").sum())
         if sampled:
             print(f"# {sampled} of {len(df)} jobs' CPU-s are Snakemake's samples (their logs predate the job's own count): "
