@@ -376,7 +376,7 @@ def lowest_floors(selected: list, rounds: int) -> list[dict]:
     return best
 
 
-REFERENCE_BMM = (60, 128, 128, 256)  # runs, n, k, m: text Llama H = 16's largest product shape
+REFERENCE_BMM = (60, 128, 128, 256)  # runs, n, k, m: the shape whose rate the README quotes for each machine
 
 
 def cpu_model() -> str:
@@ -391,29 +391,24 @@ def cpu_model() -> str:
 
 
 def machine_line(dtype: str = "float64") -> str:
-    """What the floor depends on: the CPU, torch's BLAS and its one-thread `bmm` rate at a reference shape.
+    """What the floor depends on: the CPU, torch's BLAS and its one-thread `bmm` rate at a reference shape, timed
+    as the floor times its products (`matmul_seconds`).
 
     The floor is this machine's rate at the jobs' shapes, and the products' rate moves between CPUs more than the
     elementwise work's, so a ratio is a fact about a machine (README, Training, gives the same trainer's tables on
     two CPUs). A table quotes this line with its numbers."""
     import torch
 
-    b, n, k, m = REFERENCE_BMM
-    x = torch.randn(b, n, k, dtype=getattr(torch, dtype))
-    y = torch.randn(b, k, m, dtype=getattr(torch, dtype))
+    runs, n, k, m = REFERENCE_BMM
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        best = math.inf
-        for _ in range(7):
-            start = time.perf_counter()
-            torch.bmm(x, y)
-            best = min(best, time.perf_counter() - start)
+        seconds = matmul_seconds([(1, n, k, m)], runs, getattr(torch, dtype), {})
     finally:
         torch.set_num_threads(threads)
     blas = "MKL" if torch.backends.mkl.is_available() else "no MKL"
     return (f"# MACHINE: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__} ({blas}); one-thread {dtype} "
-            f"bmm {tuple(REFERENCE_BMM)} {2 * b * n * k * m / best / 1e9:.1f} GFLOP/s")  # fmt: skip
+            f"bmm {REFERENCE_BMM} {2 * runs * n * k * m / seconds / 1e9:.1f} GFLOP/s")  # fmt: skip
 
 
 def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
