@@ -31,7 +31,11 @@ paper: in this process, every job of the preset (a task, model and head count: a
   dtype, per job and for the preset. `--floor-only` prints the floor without timing the training.
   `--from-build` times nothing either: it reads each job's wall and CPU seconds from a finished build of the
   preset (Snakemake's benchmark files, <results_dir>/benchmarks/training/<task>/<model>/h<H>.tsv: start-up,
-  set-up and writing included, two jobs sharing the 2 cores) and prints their ratios to the floor.
+  set-up and writing included, two jobs sharing the 2 cores) and prints their ratios to the floor. Next to them,
+  each job's start-up (`startup_cpu_s`: its process before its first step, the interpreter, torch, a real
+  architecture's `transformers` class and the job's set-up; its own code in a fresh process, stopped there) and
+  `trainer_ratio`, the job's CPU seconds less its start-up against the floor: what the trainer's steps cost, apart
+  from a fixed cost of seconds that no trainer's speed changes.
 """
 
 from __future__ import annotations
@@ -302,6 +306,57 @@ def built_job(training_dir: Path, job: dict) -> dict:
             "cpu_from": "snakemake" if cpu is None else "log"}  # fmt: skip
 
 
+# A job's start-up: its process as Snakemake runs it (the script's preamble and imports, workflow/scripts/
+# train_job.py, then attnid.training.job.train_job) up to its first step, where it prints its CPU seconds and stops
+STARTUP_CHILD = """
+import json, resource, sys
+import snakemake.script  # Snakemake's preamble to a job's script
+import torch
+from attnid.io import atomic_write_parquet, log_to  # the job script's imports
+from attnid.training import batched
+from attnid.training.job import train_job
+
+
+class FirstStep(Exception):
+    pass
+
+
+def first_step(self, t):
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(usage.ru_utime + usage.ru_stime)
+    raise FirstStep
+
+
+batched.BatchedRuns.step = first_step
+job = json.load(sys.stdin)
+torch.set_num_threads(1)
+try:
+    train_job(job["training"], "cpu", job["task"], job["model"], job["heads"], progress=False, corpus=job["corpus"])
+except FirstStep:
+    pass
+"""
+
+
+def startup_cpu(params: dict, job: dict, corpus: str, rounds: int = 2) -> float:
+    """CPU seconds of a job's process before its first step: the interpreter, the job's imports (torch, and the
+    `transformers` class of a real architecture) and its set-up (the runs' configs, models, data, the whole-model
+    gauge): the job's own code in a fresh process, stopped at its first step (STARTUP_CHILD), one thread, alone
+    (in a build two jobs share the 2 cores). A fixed cost of a job, whatever its steps: the rest of the job's CPU
+    seconds is the trainer's. The lowest of `rounds` processes (one read 7.6 CPU-s where the others read 3.6-4.4),
+    so the trainer is charged at least what its steps cost."""
+    import json
+
+    payload = json.dumps({"training": params, **job, "corpus": corpus})
+    best = math.inf
+    for _ in range(rounds):
+        out = subprocess.run([sys.executable, "-c", STARTUP_CHILD], input=payload, capture_output=True, text=True,
+                             cwd=ROOT, check=False)  # fmt: skip
+        if out.returncode != 0:
+            sys.exit(f"the start-up of job {job} failed:\n{out.stderr[-3000:]}")
+        best = min(best, float(out.stdout.split()[-1]))
+    return best
+
+
 def paper(args) -> None:
     """Every job of the preset (or those selected) for its first steps, against its matmul floor."""
     import torch
@@ -324,7 +379,7 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
     from attnid.training.runs import job_params, jobs, run_config, runs
 
     dtype = training["dtype"]
-    selected = []
+    selected, params_of = [], {}
     for job in jobs(training):
         if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
             continue
@@ -333,6 +388,7 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         params = job_params(training, job["task"], job["model"], job["heads"])
         cfgs = [run_config(params, args.device, **k, corpus=corpus) for k in runs(params)]
         selected.append((job, cfgs, step_matmuls(cfgs[0])))
+        params_of[id(cfgs)] = params
     floors = lowest_floors(selected, args.floor_rounds)
     rows = []
     for (job, cfgs, _), fl in zip(selected, floors):
@@ -340,6 +396,8 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         if args.from_build:
             row.update(built_job(training_dir, job))
             row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
+            row["startup_cpu_s"] = startup_cpu(params_of[id(cfgs)], job, corpus)
+            row["trainer_ratio"] = (row["job_cpu_s"] - row["startup_cpu_s"]) / row[f"floor_{dtype}_s"]
         elif not args.floor_only:
             c = cfgs[0]
             every = math.lcm(c.metrics_every, c.eval_every, c.rebalance_interval, c.gauge_overlap_every)
@@ -433,6 +491,11 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
               f"wall time and {df['job_cpu_s'].sum():.0f} CPU-s; RATIO to the {dtype} floor: CPU {df['job_cpu_s'].sum() / floor_s:.2f}, "
               f"wall {df['job_wall_s'].sum() / floor_s:.2f} (worst job: CPU {df['ratio'].max():.2f}); above 4x: "
               f"{int((df['ratio'] > 4).sum())} of {len(df)} jobs in CPU, {int((df['wall_ratio'] > 4).sum())} in wall time")  # fmt: skip
+        trainer = df["job_cpu_s"] - df["startup_cpu_s"]
+        print(f"# THE TRAINER (each job's CPU-s less its start-up, {df['startup_cpu_s'].min():.1f}-"
+              f"{df['startup_cpu_s'].max():.1f} CPU-s a job, timed apart: interpreter, imports, set-up): "
+              f"{trainer.sum():.0f} CPU-s, RATIO {trainer.sum() / floor_s:.2f} (worst job {df['trainer_ratio'].max():.2f}); "
+              f"above 4x: {int((df['trainer_ratio'] > 4).sum())} of {len(df)} jobs")  # fmt: skip
         sampled = int((df["cpu_from"] == "snakemake").sum())
         if sampled:
             print(f"# {sampled} of {len(df)} jobs' CPU-s are Snakemake's samples (their logs predate the job's own count): "
