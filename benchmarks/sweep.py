@@ -379,7 +379,7 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
     from attnid.training.runs import job_params, jobs, run_config, runs
 
     dtype = training["dtype"]
-    selected, params_of = [], {}
+    selected = []
     for job in jobs(training):
         if (args.task and job["task"] != args.task) or (args.model and job["model"] != args.model):
             continue
@@ -388,7 +388,6 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         params = job_params(training, job["task"], job["model"], job["heads"])
         cfgs = [run_config(params, args.device, **k, corpus=corpus) for k in runs(params)]
         selected.append((job, cfgs, step_matmuls(cfgs[0])))
-        params_of[id(cfgs)] = params
     floors = lowest_floors(selected, args.floor_rounds)
     rows = []
     for (job, cfgs, _), fl in zip(selected, floors):
@@ -396,7 +395,7 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         if args.from_build:
             row.update(built_job(training_dir, job))
             row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
-            row["startup_cpu_s"] = startup_cpu(params_of[id(cfgs)], job, corpus)
+            row["startup_cpu_s"] = startup_cpu(job_params(training, **job), job, corpus)
             row["trainer_ratio"] = (row["job_cpu_s"] - row["startup_cpu_s"]) / row[f"floor_{dtype}_s"]
         elif not args.floor_only:
             c = cfgs[0]
