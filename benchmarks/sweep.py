@@ -3,7 +3,8 @@ its arithmetic floor.
 
     python benchmarks/sweep.py sweep  [--configfile config/config.yaml] [--cores 1 2] [--target training_aggregate]
     python benchmarks/sweep.py paper  [--configfile config/paper.yaml] [--steps 60] [--task recall] [--model llama]
-                                      [--heads 2 4] [--cores 2] [--device cpu|cuda] [--floor-only] [--floor-rounds 3]
+                                      [--heads 2 4] [--cores 2] [--device cpu|cuda] [--floor-rounds 3]
+                                      [--floor-only | --from-build | --rerun]
 
 sweep: for each N in --cores, a fresh temporary copy of the working tree runs `snakemake --cores N
   <target>` (default: training_aggregate, i.e. every training job of the preset and the aggregation).
@@ -36,6 +37,11 @@ paper: in this process, every job of the preset (a task, model and head count: a
   architecture's `transformers` class and the job's set-up; its own code in a fresh process, stopped there) and
   `trainer_ratio`, the job's CPU seconds less its start-up against the floor: what the trainer's steps cost, apart
   from a fixed cost of seconds that no trainer's speed changes.
+  `--rerun` runs each selected job whole instead, alone, in its own process as its Snakemake job runs it (the job
+  script's imports, its runs trained and its outputs written, to a temporary folder; one thread), timing its CPU
+  seconds, its start-up (its CPU seconds at its first step) and its wall time, with its floor's passes just before
+  and after it: the job and its floor measured within a minute of each other, where --from-build divides a build's
+  seconds, measured hours earlier and two jobs sharing the cores, by a floor measured now.
 """
 
 from __future__ import annotations
@@ -306,10 +312,11 @@ def built_job(training_dir: Path, job: dict) -> dict:
             "cpu_from": "snakemake" if cpu is None else "log"}  # fmt: skip
 
 
-# A job's start-up: its process as Snakemake runs it (the script's preamble and imports, workflow/scripts/
-# train_job.py, then attnid.training.job.train_job) up to its first step, where it prints its CPU seconds and stops
-STARTUP_CHILD = """
-import json, resource, sys
+# A job's process as Snakemake runs it (the script's preamble and imports, workflow/scripts/train_job.py, then
+# attnid.training.job.train_job and its outputs written): it prints its CPU seconds at its first step (its start-up)
+# and stops there, or (`whole`) goes on and prints them again after writing its outputs
+JOB_CHILD = """
+import json, os, resource, sys, tempfile
 import snakemake.script  # Snakemake's preamble to a job's script
 import torch
 from attnid.io import atomic_write_parquet, log_to  # the job script's imports
@@ -321,40 +328,60 @@ class FirstStep(Exception):
     pass
 
 
-def first_step(self, t):
+def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(usage.ru_utime + usage.ru_stime)
-    raise FirstStep
+    return usage.ru_utime + usage.ru_stime
+
+
+step, startup = batched.BatchedRuns.step, []
+
+
+def first_step(self, t):
+    if not startup:
+        startup.append(cpu())
+        if not job["whole"]:
+            raise FirstStep
+    step(self, t)
 
 
 batched.BatchedRuns.step = first_step
 job = json.load(sys.stdin)
 torch.set_num_threads(1)
 try:
-    train_job(job["training"], "cpu", job["task"], job["model"], job["heads"], progress=False, corpus=job["corpus"])
+    metrics, summary = train_job(job["training"], "cpu", job["task"], job["model"], job["heads"], progress=False,
+                                 corpus=job["corpus"])
+    with tempfile.TemporaryDirectory() as out:
+        atomic_write_parquet(os.path.join(out, "metrics.parquet"), metrics)
+        atomic_write_parquet(os.path.join(out, "summary.parquet"), summary.drop(columns="config"))
 except FirstStep:
     pass
+print(startup[0], cpu())
 """
 
 
-def startup_cpu(params: dict, job: dict, corpus: str, rounds: int = 2) -> float:
-    """CPU seconds of a job's process before its first step: the interpreter, the job's imports (torch, and the
-    `transformers` class of a real architecture) and its set-up (the runs' configs, models, data, the whole-model
-    gauge): the job's own code in a fresh process, stopped at its first step (STARTUP_CHILD), one thread, alone
-    (in a build two jobs share the 2 cores). A fixed cost of a job, whatever its steps: the rest of the job's CPU
-    seconds is the trainer's. The lowest of `rounds` processes (one read 7.6 CPU-s where the others read 3.6-4.4),
-    so the trainer is charged at least what its steps cost."""
+def job_process(params: dict, job: dict, corpus: str, whole: bool) -> dict:
+    """A job's own code (JOB_CHILD) in a fresh process, one thread, alone (in a build two jobs share the 2
+    cores): {startup_cpu_s: its CPU seconds before its first step (the interpreter, the job's imports: torch, and
+    the `transformers` class of a real architecture; its set-up: the runs' configs, models, data, the whole-model
+    gauge), and with `whole` the job run to its end and its outputs written: job_cpu_s, job_wall_s}."""
     import json
 
-    payload = json.dumps({"training": params, **job, "corpus": corpus})
-    best = math.inf
-    for _ in range(rounds):
-        out = subprocess.run([sys.executable, "-c", STARTUP_CHILD], input=payload, capture_output=True, text=True,
-                             cwd=ROOT, check=False)  # fmt: skip
-        if out.returncode != 0:
-            sys.exit(f"the start-up of job {job} failed:\n{out.stderr[-3000:]}")
-        best = min(best, float(out.stdout.split()[-1]))
-    return best
+    payload = json.dumps({"training": params, **job, "corpus": corpus, "whole": whole})
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", JOB_CHILD], input=payload, capture_output=True, text=True, cwd=ROOT,
+                         check=False)  # fmt: skip
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        sys.exit(f"job {job} failed in its own process:\n{out.stderr[-3000:]}")
+    startup, total = (float(v) for v in out.stdout.split()[-2:])
+    return {"startup_cpu_s": startup} | ({"job_cpu_s": total, "job_wall_s": wall, "cpu_from": "rerun"} if whole else {})
+
+
+def startup_cpu(params: dict, job: dict, corpus: str, rounds: int = 2) -> float:
+    """CPU seconds of a job's process before its first step (job_process, stopped there): a fixed cost of a job,
+    whatever its steps; the rest of the job's CPU seconds is the trainer's. The lowest of `rounds` processes (one
+    read 7.6 CPU-s where the others read 3.6-4.4), so the trainer is charged at least what its steps cost."""
+    return min(job_process(params, job, corpus, whole=False)["startup_cpu_s"] for _ in range(rounds))
 
 
 def paper(args) -> None:
@@ -388,15 +415,24 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         params = job_params(training, job["task"], job["model"], job["heads"])
         cfgs = [run_config(params, args.device, **k, corpus=corpus) for k in runs(params)]
         selected.append((job, cfgs, step_matmuls(cfgs[0])))
-    floors = lowest_floors(selected, args.floor_rounds)
+    floors = [None] * len(selected) if args.rerun else lowest_floors(selected, args.floor_rounds)
     rows = []
-    for (job, cfgs, _), fl in zip(selected, floors):
-        row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps, **fl}
-        if args.from_build:
+    for i, (job, cfgs, shapes) in enumerate(selected):
+        row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps}
+        if args.rerun:  # the job whole in its own process, its floor's passes just before and after it
+            before = lowest_floors([selected[i]], 1)
+            row.update(job_process(job_params(training, **job), job, corpus, whole=True))
+            floors[i] = lowest_floors([selected[i]], max(1, args.floor_rounds - 1), before)[0]
+        elif args.from_build:
             row.update(built_job(training_dir, job))
-            row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
             row["startup_cpu_s"] = startup_cpu(job_params(training, **job), job, corpus)
+        row.update(floors[i])
+        if args.rerun or args.from_build:
+            row["wall_ratio"] = row["job_wall_s"] / row[f"floor_{dtype}_s"]
             row["trainer_ratio"] = (row["job_cpu_s"] - row["startup_cpu_s"]) / row[f"floor_{dtype}_s"]
+            print(f"{job['task']}/{job['model']} H={job['heads']}: {row['job_cpu_s']:.1f} CPU-s "
+                  f"(start-up {row['startup_cpu_s']:.1f}), floor {row[f'floor_{dtype}_s']:.2f} s", file=sys.stderr,
+                  flush=True)  # fmt: skip
         elif not args.floor_only:
             c = cfgs[0]
             every = math.lcm(c.metrics_every, c.eval_every, c.rebalance_interval, c.gauge_overlap_every)
@@ -412,12 +448,12 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
     return rows
 
 
-def lowest_floors(selected: list, rounds: int) -> list[dict]:
+def lowest_floors(selected: list, rounds: int, best: list | None = None) -> list[dict]:
     """Each selected (job, cfgs, shapes)'s floor, the lowest of `rounds` passes over all of them (a fresh timing
-    of every shape each pass, so the passes are tens of seconds apart): the products' time here moves by up to
-    a quarter from one minute to the next (text Llama H = 16: 220-279 s in four runs of --floor-only on
-    2026-12-07), and a floor is the fastest they run."""
-    best = [None] * len(selected)
+    of every shape each pass, so the passes are tens of seconds apart) and of `best` (earlier passes' floors):
+    the products' time here moves by up to a quarter from one minute to the next (text Llama H = 16: 220-279 s in
+    four runs of --floor-only on 2026-12-07), and a floor is the fastest they run."""
+    best = list(best) if best is not None else [None] * len(selected)
     for _ in range(rounds):
         cache = {}
         for i, (_, cfgs, shapes) in enumerate(selected):
@@ -484,9 +520,11 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
         print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.4f} PFLOP of matrix products (forward, backward, targets, "
               f"held-out); at this machine's {name} bmm rate at those shapes {hours:.3f} CPU-hours, "
               f"{60 * hours / args.cores:.1f} min on {args.cores} cores")  # fmt: skip
-    if args.from_build and len(df):
+    if (args.from_build or args.rerun) and len(df):
         floor_s = df[f"floor_{dtype}_s"].sum()
-        print(f"# FROM THE BUILD ({training_dir.relative_to(ROOT)}): {len(df)} jobs, {df['job_wall_s'].sum():.0f} s of job "
+        source = ("RERUN HERE (each job alone in its own process, one thread, between its floor's passes)" if args.rerun
+                  else f"FROM THE BUILD ({training_dir.relative_to(ROOT)})")  # fmt: skip
+        print(f"# {source}: {len(df)} jobs, {df['job_wall_s'].sum():.0f} s of job "
               f"wall time and {df['job_cpu_s'].sum():.0f} CPU-s; RATIO to the {dtype} floor: CPU {df['job_cpu_s'].sum() / floor_s:.2f}, "
               f"wall {df['job_wall_s'].sum() / floor_s:.2f} (worst job: CPU {df['ratio'].max():.2f}); above 4x: "
               f"{int((df['ratio'] > 4).sum())} of {len(df)} jobs in CPU, {int((df['wall_ratio'] > 4).sum())} in wall time")  # fmt: skip
@@ -522,9 +560,12 @@ def main(argv=None) -> None:
     p.add_argument("--heads", type=int, nargs="*", default=None, help="measure only these head counts")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--floor-only", action="store_true", help="only the arithmetic floor (no training timed)")
     p.add_argument("--floor-rounds", type=int, default=3, help="passes over the jobs' products; a floor is the lowest")
-    p.add_argument("--from-build", action="store_true", help="the jobs' times read from a finished build, not timed")
+    times = p.add_mutually_exclusive_group()
+    times.add_argument("--floor-only", action="store_true", help="only the arithmetic floor (no training timed)")
+    times.add_argument("--from-build", action="store_true", help="the jobs' times read from a finished build, not timed")
+    times.add_argument("--rerun", action="store_true",
+                       help="each job run whole in its own process here, between its floor's passes")  # fmt: skip
     args = parser.parse_args(argv)
     if args.mode == "paper" and args.floor_rounds < 1:
         p.error(f"--floor-rounds must be at least 1, got {args.floor_rounds}")
