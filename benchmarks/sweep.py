@@ -505,15 +505,13 @@ def machine_line(dtype: str = "float64") -> str:
 
 
 def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
-    """The per-job table and the preset's totals against the floor."""
-    from attnid.training.runs import runs
-
+    """The per-job table and the selected jobs' totals against the floor."""
     dtype = training["dtype"]
-    print(f"# {args.configfile}: every job, one thread, device {args.device}, dtype {dtype}, load average "
+    print(f"# {args.configfile}: {len(df)} jobs, one thread, device {args.device}, dtype {dtype}, load average "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
     print(machine_line(dtype))
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    n_runs = len(runs(training))
+    n_runs = int(df["runs"].sum()) if len(df) else 0  # the selected jobs' runs
     pflop = df["job_pflop"].sum()
     for name in ("float64", "float32"):
         hours = df[f"floor_{name}_s"].sum() / 3600
