@@ -515,7 +515,7 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
     pflop = df["job_pflop"].sum()
     for name in ("float64", "float32"):
         hours = df[f"floor_{name}_s"].sum() / 3600
-        print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.4f} PFLOP of matrix products (forward, backward, targets, "
+        print(f"# FLOOR ({name}): {n_runs} runs, {pflop:.3g} PFLOP of matrix products (forward, backward, targets, "
               f"held-out); at this machine's {name} bmm rate at those shapes {hours:.3f} CPU-hours, "
               f"{60 * hours / args.cores:.1f} min on {args.cores} cores")  # fmt: skip
     if (args.from_build or args.rerun) and len(df):
