@@ -402,7 +402,8 @@ def paper(args) -> None:
 
 
 def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict]:
-    """One row a selected job: its floor, and its time (timed here, or read from the build)."""
+    """One row a selected job: its floor, and its time (its first steps timed here, the job rerun whole here, or
+    read from the build)."""
     from attnid.training.runs import job_params, jobs, run_config, runs
 
     dtype = training["dtype"]
@@ -417,7 +418,7 @@ def job_rows(args, training: dict, training_dir: Path, corpus: str) -> list[dict
         selected.append((job, cfgs, step_matmuls(cfgs[0])))
     floors = [None] * len(selected) if args.rerun else lowest_floors(selected, args.floor_rounds)
     rows = []
-    for i, (job, cfgs, shapes) in enumerate(selected):
+    for i, (job, cfgs, _) in enumerate(selected):
         row = {**job, "runs": len(cfgs), "steps": cfgs[0].steps}
         if args.rerun:  # the job whole in its own process, its floor's passes just before and after it
             before = lowest_floors([selected[i]], 1)
@@ -528,7 +529,7 @@ def report(args, training: dict, training_dir: Path, df: pd.DataFrame) -> None:
               f"{int((df['ratio'] > 4).sum())} of {len(df)} jobs in CPU, {int((df['wall_ratio'] > 4).sum())} in wall time")  # fmt: skip
         trainer = df["job_cpu_s"] - df["startup_cpu_s"]
         print(f"# THE TRAINER (each job's CPU-s less its start-up, {df['startup_cpu_s'].min():.1f}-"
-              f"{df['startup_cpu_s'].max():.1f} CPU-s a job, timed apart: interpreter, imports, set-up): "
+              f"{df['startup_cpu_s'].max():.1f} CPU-s a job, its process up to its first step: interpreter, imports, set-up): "
               f"{trainer.sum():.0f} CPU-s, RATIO {trainer.sum() / floor_s:.2f} (worst job {df['trainer_ratio'].max():.2f}); "
               f"above 4x: {int((df['trainer_ratio'] > 4).sum())} of {len(df)} jobs")  # fmt: skip
         sampled = int((df["cpu_from"] == "snakemake").sum())
